@@ -1,0 +1,29 @@
+# The two commands of the README: `make demo` and `make test`. Each installs what it needs first.
+SHELL := /bin/bash
+VENV := .venv
+PY := $(VENV)/bin/python
+
+.PHONY: setup setup-postgres demo test lint clean
+
+setup:
+	@bash scripts/setup.sh
+
+setup-postgres:
+	@bash scripts/setup.sh --postgres
+
+## demo: land sample WAL, build and test the models on the embedded default, print what was built
+demo: setup
+	@$(PY) -m python_jobs.demo
+
+## lint: sqlfluff (sparksql, jinja templater: no Spark needed) and ruff
+lint: setup
+	@$(VENV)/bin/sqlfluff lint models macros tests snapshots analyses --processes 2
+	@$(VENV)/bin/ruff check python_jobs tests scripts benchmarks
+	@$(VENV)/bin/ruff format --check python_jobs tests scripts benchmarks
+
+## test: lint, then the whole test suite (Spark, dbt, a real Postgres started by the tests)
+test: setup-postgres lint
+	@$(VENV)/bin/pytest
+
+clean:
+	rm -rf .spark target logs

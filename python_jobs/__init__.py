@@ -1,0 +1,1 @@
+"""wal_lake's PySpark jobs: ingestion of landed WAL changes, capture, sample data."""

@@ -1,0 +1,81 @@
+"""One place that builds the Spark session every wal_lake job and test uses.
+
+The Spark settings live once, in ``profiles.yml`` (the ``local`` target's
+``server_side_parameters``), so that the ingestion job, the tests and dbt's embedded session open
+the same warehouse and metastore with the same Delta configuration. dbt-spark's session method
+calls ``SparkSession.builder.getOrCreate()``: a dbt invocation inside a process that already holds
+this session reuses it instead of starting a second JVM.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import jinja2
+import yaml
+
+PROJECT_DIR = Path(__file__).resolve().parent.parent
+PROFILE_NAME = "wal_lake"
+
+# dbt-spark forces this on every session it opens (dbt-spark >= 1.10.1); jobs match it so that
+# SQL behaves the same inside and outside dbt.
+FORCED_CONFS = {"spark.sql.ansi.enabled": "false"}
+
+
+class SparkSetupError(RuntimeError):
+    """The local Spark runtime is not ready (missing jars, unreadable profile)."""
+
+
+def _env_var(name: str, default: str | None = None) -> str:
+    value = os.environ.get(name, default)
+    if value is None:
+        raise SparkSetupError(f"profiles.yml needs the environment variable {name}, which is not set")
+    return value
+
+
+def local_spark_conf(profiles_path: Path | None = None, target: str = "local") -> dict[str, str]:
+    """The ``server_side_parameters`` of a session target of ``profiles.yml``, rendered."""
+    path = profiles_path or PROJECT_DIR / "profiles.yml"
+    try:
+        profiles = yaml.safe_load(path.read_text())
+        outputs = profiles[PROFILE_NAME]["outputs"]
+    except (OSError, KeyError, TypeError, yaml.YAMLError) as exc:
+        raise SparkSetupError(f"cannot read profile '{PROFILE_NAME}' from {path}: {exc}") from exc
+    if target not in outputs:
+        raise SparkSetupError(f"{path}: profile '{PROFILE_NAME}' has no target '{target}'")
+    params = outputs[target].get("server_side_parameters") or {}
+    env = jinja2.Environment(undefined=jinja2.StrictUndefined)
+    conf = {str(k): env.from_string(str(v)).render(env_var=_env_var) for k, v in params.items()}
+    conf.update(FORCED_CONFS)
+    return conf
+
+
+def check_jars(conf: dict[str, str]) -> None:
+    """Fail with one line naming the missing jar instead of Spark's late ClassNotFound."""
+    missing = [jar for jar in conf.get("spark.jars", "").split(",") if jar and not Path(jar).is_file()]
+    if missing:
+        raise SparkSetupError(
+            f"Delta Lake jar not found: {missing[0]}. Run 'make setup' (it fetches the jars from Maven "
+            "Central into $WAL_LAKE_CACHE/jars, default ~/.cache/wal_lake/jars)."
+        )
+
+
+def get_spark(app_name: str = "wal_lake", extra_conf: dict[str, str] | None = None):
+    """The process's Spark session with Hive support and Delta, created on first call."""
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active
+    conf = local_spark_conf()
+    # A session for a cluster master (spark-submit --master ...) keeps the master it was given.
+    if os.environ.get("WAL_LAKE_SPARK_MASTER"):
+        conf["spark.master"] = os.environ["WAL_LAKE_SPARK_MASTER"]
+    conf["spark.app.name"] = app_name
+    conf.update(extra_conf or {})
+    check_jars(conf)
+    builder = SparkSession.builder.enableHiveSupport()
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Installs everything wal_lake needs, idempotently: the virtual environment with pinned packages,
+# Delta Lake's jars (from Maven Central, cached outside git) and, with --postgres, Postgres 15 and
+# wal2json from Debian's packages. Safe to run again: each step is skipped when already done.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+want_postgres=0
+for arg in "$@"; do
+  case "$arg" in
+    --postgres) want_postgres=1 ;;
+    *) echo "setup.sh: unknown argument '$arg' (known: --postgres)" >&2; exit 2 ;;
+  esac
+done
+
+PYTHON=${PYTHON:-python3.11}
+CACHE=${WAL_LAKE_CACHE:-$HOME/.cache/wal_lake}
+DELTA_VERSION=4.4.0
+SPARK_BINARY=4.2
+JARS=("io.delta:delta-spark_${SPARK_BINARY}_2.13:${DELTA_VERSION}" "io.delta:delta-storage:${DELTA_VERSION}")
+
+step() { printf '[setup] %s\n' "$*"; }
+
+# 1. Python packages, pinned. The stamp holds the hash of the pin files, so a change reinstalls.
+command -v "$PYTHON" >/dev/null || { echo "setup.sh: $PYTHON not found (Python 3.11 is required)" >&2; exit 1; }
+stamp=.venv/.wal_lake-installed
+want=$(cat requirements.txt constraints.txt | sha256sum | cut -c1-16)
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+  step "creating .venv and installing pinned packages (requirements.txt, constraints.txt)"
+  [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip==23.2.1 >/dev/null
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check -r requirements.txt -c constraints.txt
+  echo "$want" > "$stamp"
+else
+  step "python packages up to date"
+fi
+
+# 2. Delta Lake jars, with Maven (its own ~/.m2 cache, then ours, outside git).
+mkdir -p "$CACHE/jars"
+for coord in "${JARS[@]}"; do
+  IFS=: read -r _group artifact version <<<"$coord"
+  jar="$CACHE/jars/${artifact}-${version}.jar"
+  if [ -s "$jar" ]; then continue; fi
+  command -v mvn >/dev/null || { echo "setup.sh: Maven (mvn) is needed to fetch $coord" >&2; exit 1; }
+  step "fetching $coord from Maven Central"
+  mvn --batch-mode --quiet org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy \
+    -Dartifact="$coord" -DoutputDirectory="$CACHE/jars" -Dmdep.overWriteIfNewer=true \
+    || { echo "setup.sh: could not fetch $coord with Maven (is Maven Central reachable?)" >&2; exit 1; }
+done
+step "Delta jars in $CACHE/jars"
+
+# 3. Postgres 15 with wal2json, for the end-to-end tests.
+if [ "$want_postgres" = 1 ]; then
+  if [ -f /usr/lib/postgresql/15/lib/wal2json.so ] && [ -x /usr/lib/postgresql/15/bin/initdb ]; then
+    step "postgres 15 and wal2json present"
+  else
+    step "installing postgresql-15 and postgresql-15-wal2json from Debian's packages"
+    SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq postgresql-15 postgresql-15-wal2json >/dev/null
+  fi
+fi
+step "done"

@@ -1,0 +1,55 @@
+"""Shared fixtures: one Spark session per test session, in a throwaway warehouse.
+
+Every test that needs Spark (ingestion, dbt through the session method) uses the one session made
+here; dbt-spark's session method picks it up with getOrCreate, so dbt runs in-process without a
+second JVM or a second lock on the Derby metastore.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import pytest
+
+PROJECT_DIR = Path(__file__).resolve().parents[2]
+_SCRATCH = Path(tempfile.mkdtemp(prefix="wal_lake_tests_"))
+
+# Isolate the warehouse, metastore and dbt's own output before anything starts Spark or dbt.
+os.environ["WAL_LAKE_SPARK_DIR"] = str(_SCRATCH / "spark")
+os.environ["DBT_TARGET_PATH"] = str(_SCRATCH / "dbt_target")
+os.environ["DBT_LOG_PATH"] = str(_SCRATCH / "dbt_logs")
+os.environ.setdefault("WAL_LAKE_CORES", "2")
+os.environ["WAL_LAKE_TARGET"] = "local"
+
+
+@pytest.fixture(scope="session")
+def scratch_dir() -> Path:
+    return _SCRATCH
+
+
+@pytest.fixture(scope="session")
+def spark():
+    os.chdir(PROJECT_DIR)
+    from python_jobs.spark_session import get_spark
+
+    session = get_spark("wal_lake_tests")
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="session")
+def dbt(spark):
+    """Run a dbt command in this process, on the test session's Spark. Returns the result."""
+    from dbt.cli.main import dbtRunner
+
+    def run(*args: str, expect_success: bool = True):
+        result = dbtRunner().invoke(
+            [*args, "--project-dir", str(PROJECT_DIR), "--profiles-dir", str(PROJECT_DIR)]
+        )
+        if expect_success and not result.success:
+            raise AssertionError(f"dbt {' '.join(args)} failed: {result.exception}")
+        return result
+
+    return run
