@@ -1,0 +1,119 @@
+"""What every format transform returns, and the column contracts it must meet.
+
+A format module (``wal2json``, ``debezium``) exposes ``transform(lines: DataFrame) -> ChangeSet``.
+``lines`` has the columns of ``LINES_SCHEMA``: one row per input line, with the file it came from and
+its 1-based line number. The transform is pure (no writes, no collect) so that the job can plan,
+retry and account for every line around it.
+
+Every input line must end in exactly one of: ``events`` (a change), ``rejects`` (with a reason),
+``pending`` (part of a trailing transaction whose commit record has not landed yet; re-read next run)
+or ``control`` (a transaction boundary or other bookkeeping record that carries no change). The job
+checks that identity on every batch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.types import (
+    ArrayType,
+    IntegerType,
+    LongType,
+    MapType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+# Values of wal_events.action (docs/landed_tables.md).
+ACTION_INSERT = "insert"
+ACTION_UPDATE = "update"
+ACTION_DELETE = "delete"
+ACTION_TRUNCATE = "truncate"
+ACTION_READ = "read"
+ACTION_MESSAGE = "message"
+
+FORMAT_WAL2JSON = "wal2json"
+FORMAT_DEBEZIUM = "debezium"
+
+LINES_SCHEMA = StructType(
+    [
+        StructField("source_id", StringType()),
+        StructField("landing_file", StringType()),
+        StructField("landing_line", LongType()),
+        StructField("line", StringType()),
+    ]
+)
+
+# wal_events without the two columns the job adds when it writes a batch (batch_id, ingested_at).
+EVENTS_SCHEMA = StructType(
+    [
+        StructField("source_id", StringType()),
+        StructField("commit_lsn", LongType()),
+        StructField("commit_idx", IntegerType()),
+        StructField("change_lsn", LongType()),
+        StructField("xid", LongType()),
+        StructField("committed_at", TimestampType()),
+        StructField("action", StringType()),
+        StructField("source_schema", StringType()),
+        StructField("source_table", StringType()),
+        StructField("key_columns", ArrayType(StringType())),
+        StructField("record_pk", StringType()),
+        StructField("record", MapType(StringType(), StringType())),
+        StructField("changes", MapType(StringType(), StringType())),
+        StructField("old_record_pk", StringType()),
+        StructField("source_format", StringType()),
+        StructField("landing_file", StringType()),
+        StructField("landing_line", LongType()),
+    ]
+)
+
+REJECTS_SCHEMA = StructType(
+    [
+        StructField("source_id", StringType()),
+        StructField("landing_file", StringType()),
+        StructField("landing_line", LongType()),
+        StructField("raw_line", StringType()),
+        StructField("reason", StringType()),
+    ]
+)
+
+# Also the schema of ChangeSet.control.
+PENDING_SCHEMA = StructType(
+    [
+        StructField("source_id", StringType()),
+        StructField("landing_file", StringType()),
+        StructField("landing_line", LongType()),
+    ]
+)
+
+
+@dataclass(frozen=True)
+class ChangeSet:
+    """The outcome of one format transform over a batch of lines.
+
+    ``control`` is optional: a transform that leaves it ``None`` lets the job count control records
+    as the remainder (lines read - events - rejects - pending) instead of checking them.
+    """
+
+    events: DataFrame
+    rejects: DataFrame
+    pending: DataFrame
+    control: DataFrame | None = None
+
+
+def conform(df: DataFrame, schema: StructType) -> DataFrame:
+    """Select exactly ``schema``'s columns, in order, cast to its types (the output contract)."""
+    return df.select(*[F.col(f.name).cast(f.dataType).alias(f.name) for f in schema.fields])
+
+
+def lsn_to_bigint(lsn: Column) -> Column:
+    """Postgres ``X/Y`` hex LSN text -> bigint ``(X << 32) | Y``; null when it is not an LSN."""
+    parts = F.split(lsn, "/")
+    valid = lsn.rlike(r"^[0-9A-Fa-f]{1,8}/[0-9A-Fa-f]{1,8}$")
+    high = F.conv(parts.getItem(0), 16, 10).cast(LongType())
+    low = F.conv(parts.getItem(1), 16, 10).cast(LongType())
+    return F.when(valid, F.shiftleft(high, 32).bitwiseOR(low))
