@@ -1,0 +1,374 @@
+"""The oracle: what the tables of a captured database hold, and a reference replay of its WAL.
+
+``postgres_state`` reads the truth from Postgres (``to_jsonb`` of every row); ``replay_wal2json``
+rebuilds the same state from captured wal2json lines with the flattening rules of the data contract
+(last touch wins, a delete removes, a primary-key change moves the row, a truncate clears the table,
+a column the update left out keeps its previous value); ``compare_states`` says, row by row and
+value by value, where two states differ. The Spark models are checked against the same comparison.
+
+How values are compared
+-----------------------
+The two sides render values differently: ``to_jsonb`` writes a timestamptz as
+``2026-01-01T00:00:00+00:00`` and a numeric as the JSON number ``10.50``; wal2json writes
+``2026-01-01 00:00:00+00`` and ``10.50``; ``consumer_records.record`` holds the text of either.
+Every value is therefore turned into a Python value by the column's Postgres type (``format_type``
+text, from the catalog) before comparing, never compared as text:
+
+- SQL NULL (JSON ``null``, a map entry whose value is null) is ``None``.
+- ``smallint``/``integer``/``bigint``/``oid`` -> ``int``; ``numeric`` -> ``Decimal`` compared by
+  value (``10.50 == 10.5``); ``real``/``double precision`` -> ``float`` (both sides print shortest
+  round-trip digits). wal2json writes NaN and infinities as ``null``; they compare as ``None``
+  here, so the workload does not produce them.
+- ``boolean`` -> ``bool`` (``true``/``t``).
+- ``timestamp with time zone`` -> an aware ``datetime`` in UTC; ``timestamp`` -> a naive
+  ``datetime``; ``date``, ``time`` -> ``date``, ``time``. ``infinity`` stays text.
+- ``json``/``jsonb`` -> the parsed JSON document (numbers as ``int``/``Decimal``): ``to_jsonb`` nests
+  it as an object, wal2json and the landed map carry its text.
+- ``bytea`` -> ``bytes`` (``to_jsonb``: ``\\x0102``; wal2json: ``0102``).
+- ``uuid`` -> lower-case text; every other type (text, varchar, char, interval, arrays, ...) -> its
+  text as Postgres prints it, compared exactly.
+
+A row's identity is its primary key (typed values in key order); rows of tables without one are
+compared as a multiset.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping
+from datetime import UTC, date, datetime, time
+from decimal import Decimal, InvalidOperation
+
+from psycopg import sql
+
+INTEGER_TYPES = frozenset({"smallint", "integer", "bigint", "oid"})
+FLOAT_TYPES = frozenset({"real", "double precision"})
+_TYPMOD = re.compile(r"\([^)]*\)")
+
+State = dict[str, list[dict]]  # "schema.table" -> rows (column -> value)
+Types = dict[str, dict[str, str]]  # "schema.table" -> column -> format_type text
+Keys = dict[str, list[str]]  # "schema.table" -> primary-key columns
+
+
+# --- typed values --------------------------------------------------------------------------------
+
+
+def base_type(pg_type: str) -> str:
+    """``numeric(12,2)`` -> ``numeric``; ``timestamp(3) with time zone`` -> ``timestamp with time zone``."""
+    return " ".join(_TYPMOD.sub("", pg_type).split())
+
+
+def _parse_timestamp(text: str) -> datetime | str:
+    # Python 3.11 reads both "2026-01-01T00:00:00+00:00" and Postgres's "2026-01-01 00:00:00+00".
+    if text in ("infinity", "-infinity"):
+        return text
+    return datetime.fromisoformat(text)
+
+
+def typed_value(pg_type: str, value):
+    """``value`` (a JSON value from ``to_jsonb`` or wal2json, or the text a landed map holds) typed by
+    the column's Postgres type; see the module docstring for the rule."""
+    if value is None:
+        return None
+    kind = base_type(pg_type)
+    if kind.endswith("[]"):
+        return value if isinstance(value, str) else json.dumps(value)
+    if kind in INTEGER_TYPES:
+        return int(str(value))
+    if kind == "numeric":
+        try:
+            return Decimal(str(value))
+        except InvalidOperation:
+            return str(value)
+    if kind in FLOAT_TYPES:
+        return float(value)
+    if kind == "boolean":
+        if isinstance(value, bool):
+            return value
+        return str(value).lower() in ("true", "t")
+    if kind == "timestamp with time zone":
+        parsed = _parse_timestamp(str(value))
+        return parsed.astimezone(UTC) if isinstance(parsed, datetime) else parsed
+    if kind == "timestamp without time zone":
+        return _parse_timestamp(str(value))
+    if kind == "date":
+        return value if value in ("infinity", "-infinity") else date.fromisoformat(str(value))
+    if kind == "time without time zone":
+        return time.fromisoformat(str(value))
+    if kind in ("json", "jsonb"):
+        if isinstance(value, str):
+            return json.loads(value, parse_float=Decimal)
+        return _decimals(value)
+    if kind == "bytea":
+        text = str(value)
+        return bytes.fromhex(text[2:] if text.startswith("\\x") else text)
+    if kind == "uuid":
+        return str(value).lower()
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def _decimals(value):
+    if isinstance(value, float):
+        return Decimal(repr(value))
+    if isinstance(value, list):
+        return [_decimals(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _decimals(item) for key, item in value.items()}
+    return value
+
+
+def typed_row(row: Mapping, types: Mapping[str, str]) -> dict:
+    """A row (to_jsonb object, replayed wal2json columns) with every value typed."""
+    return {column: typed_value(types.get(column, "text"), value) for column, value in row.items()}
+
+
+def typed_record(record: Mapping[str, str | None], types: Mapping[str, str]) -> dict:
+    """A ``consumer_records.record`` map (column -> value text as landed from wal2json) typed.
+
+    The landed text of a number or boolean is its JSON text (``10.50``, ``true``), of anything else
+    its content; an absent column stays absent (the comparison reports it)."""
+    return typed_row(record, types)
+
+
+# --- Postgres: the truth -------------------------------------------------------------------------
+
+
+def _split(name: str) -> tuple[str, str]:
+    schema, _, table = name.rpartition(".")
+    return schema or "public", table
+
+
+def postgres_state(conn, tables: Iterable[str]) -> State:
+    """``{"schema.table": [to_jsonb of each row]}``; numbers keep their digits (``Decimal``)."""
+    state: State = {}
+    for name in tables:
+        schema, table = _split(name)
+        query = sql.SQL("select to_jsonb(t)::text from {}.{} as t").format(
+            sql.Identifier(schema), sql.Identifier(table)
+        )
+        state[f"{schema}.{table}"] = [json.loads(row[0], parse_float=Decimal) for row in conn.execute(query)]
+    return state
+
+
+def table_types(conn, tables: Iterable[str]) -> tuple[Types, Keys]:
+    """Column types (``format_type``) and primary-key columns (key order) of ``tables``."""
+    types: Types = {}
+    keys: Keys = {}
+    for name in tables:
+        schema, table = _split(name)
+        qualified = f"{schema}.{table}"
+        rows = conn.execute(
+            """
+            select a.attname, format_type(a.atttypid, a.atttypmod)
+            from pg_attribute a
+            where a.attrelid = (quote_ident(%s) || '.' || quote_ident(%s))::regclass
+              and a.attnum > 0 and not a.attisdropped
+            order by a.attnum
+            """,
+            (schema, table),
+        ).fetchall()
+        types[qualified] = dict(rows)
+        keys[qualified] = [
+            row[0]
+            for row in conn.execute(
+                """
+                select a.attname
+                from pg_index i
+                cross join lateral unnest(i.indkey) with ordinality as k(attnum, ord)
+                join pg_attribute a on a.attrelid = i.indrelid and a.attnum = k.attnum
+                where i.indrelid = (quote_ident(%s) || '.' || quote_ident(%s))::regclass and i.indisprimary
+                order by k.ord
+                """,
+                (schema, table),
+            )
+        ]
+    return types, keys
+
+
+def user_tables(conn) -> list[str]:
+    """Every ordinary table outside the system schemas, as ``schema.table``."""
+    rows = conn.execute(
+        """
+        select n.nspname || '.' || c.relname
+        from pg_class c join pg_namespace n on n.oid = c.relnamespace
+        where c.relkind = 'r' and n.nspname not in ('pg_catalog', 'information_schema')
+          and n.nspname not like 'pg\\_%%'
+        order by 1
+        """
+    ).fetchall()
+    return [row[0] for row in rows]
+
+
+# --- comparing -----------------------------------------------------------------------------------
+
+
+def _freeze(value):
+    if isinstance(value, dict):
+        return tuple(sorted((k, _freeze(v)) for k, v in value.items()))
+    if isinstance(value, list):
+        return tuple(_freeze(v) for v in value)
+    return value
+
+
+def _sort_key(value):
+    return repr(_freeze(value))
+
+
+def compare_states(expected: State, actual: State, types: Types, keys: Keys | None = None) -> list[str]:
+    """Human-readable differences between two states, values typed by ``types`` (empty: equal).
+
+    ``expected`` and ``actual`` map ``schema.table`` to rows whose values are JSON values or landed
+    text; ``keys`` (primary-key columns per table) lets rows be matched by key for precise messages.
+    """
+    problems: list[str] = []
+    for table in sorted(set(expected) | set(actual)):
+        column_types = types.get(table, {})
+        exp_rows = [typed_row(row, column_types) for row in expected.get(table, [])]
+        act_rows = [typed_row(row, column_types) for row in actual.get(table, [])]
+        key_columns = (keys or {}).get(table) or []
+        if key_columns:
+            problems.extend(_compare_keyed(table, key_columns, exp_rows, act_rows))
+        else:
+            problems.extend(_compare_multiset(table, exp_rows, act_rows))
+    return problems
+
+
+def _short(value, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} chars)"
+
+
+def _index(table: str, key_columns: list[str], rows: list[dict], side: str, problems: list[str]) -> dict:
+    index: dict = {}
+    for row in rows:
+        key = tuple(_freeze(row.get(column)) for column in key_columns)
+        if key in index:
+            problems.append(f"{table}: key {key} appears more than once in {side}")
+        index[key] = row
+    return index
+
+
+def _compare_keyed(table: str, key_columns: list[str], exp_rows, act_rows) -> list[str]:
+    problems: list[str] = []
+    exp = _index(table, key_columns, exp_rows, "expected", problems)
+    act = _index(table, key_columns, act_rows, "actual", problems)
+    label = ",".join(key_columns)
+    for key in sorted(set(exp) - set(act), key=_sort_key):
+        problems.append(f"{table} ({label})={key}: missing (expected {_short(exp[key])})")
+    for key in sorted(set(act) - set(exp), key=_sort_key):
+        problems.append(f"{table} ({label})={key}: unexpected row {_short(act[key])}")
+    for key in sorted(set(exp) & set(act), key=_sort_key):
+        for column in sorted(set(exp[key]) | set(act[key])):
+            if column not in act[key]:
+                problems.append(
+                    f"{table} ({label})={key}: column {column} missing (expected {_short(exp[key][column])})"
+                )
+            elif column not in exp[key]:
+                problems.append(f"{table} ({label})={key}: unexpected column {column}")
+            elif _freeze(exp[key][column]) != _freeze(act[key][column]):
+                problems.append(
+                    f"{table} ({label})={key}: {column} expected {_short(exp[key][column])}, "
+                    f"got {_short(act[key][column])}"
+                )
+    return problems
+
+
+def _compare_multiset(table: str, exp_rows, act_rows) -> list[str]:
+    remaining: dict = {}
+    for row in act_rows:
+        remaining.setdefault(_freeze(row), []).append(row)
+    problems: list[str] = []
+    for row in exp_rows:
+        frozen = _freeze(row)
+        if remaining.get(frozen):
+            remaining[frozen].pop()
+        else:
+            problems.append(f"{table}: missing row {_short(row)}")
+    for rows in remaining.values():
+        for row in rows:
+            problems.append(f"{table}: unexpected row {_short(row)}")
+    return problems
+
+
+# --- the reference replay ------------------------------------------------------------------------
+
+
+def _transactions(lines: Iterable[str]):
+    """Group wal2json lines into ``(commit_lsn, is_snapshot, changes)``; incomplete tails are dropped."""
+    current: list[dict] | None = None
+    snapshot = False
+    for line in lines:
+        if not line.strip():
+            continue
+        record = json.loads(line, parse_float=Decimal)
+        action = record.get("action")
+        if action == "B":
+            current, snapshot = [], bool(record.get("snapshot"))
+        elif action == "C":
+            if current is not None:
+                yield _lsn(record["lsn"]), snapshot, current
+            current = None
+        elif current is not None:
+            current.append(record)
+        # A non-transactional message changes no table: nothing to replay.
+
+
+def _lsn(text: str) -> int:
+    high, low = text.split("/")
+    return (int(high, 16) << 32) | int(low, 16)
+
+
+def replay_wal2json(lines: Iterable[str]) -> State:
+    """The tables' rows after applying captured wal2json lines, by the contract's flattening rules.
+
+    Transactions are applied once each in commit-LSN order (a snapshot before a streamed commit at
+    the same LSN), so replayed and duplicated lines change nothing. Row values stay as wal2json wrote
+    them (JSON values); type them with ``typed_row`` or compare with ``compare_states``.
+    """
+    unique: dict[tuple[int, int], list[dict]] = {}
+    for commit_lsn, snapshot, changes in _transactions(lines):
+        unique.setdefault((commit_lsn, 0 if snapshot else 1), changes)
+    tables: dict[str, dict[tuple, dict]] = {}
+    for _position, changes in sorted(unique.items()):
+        for change in changes:
+            _apply(tables, change)
+    return {name: list(rows.values()) for name, rows in sorted(tables.items())}
+
+
+def _apply(tables: dict[str, dict[tuple, dict]], change: dict) -> None:
+    action = change["action"]
+    if action not in ("I", "U", "D", "T", "R"):
+        return  # transactional logical message
+    table = f"{change['schema']}.{change['table']}"
+    rows = tables.setdefault(table, {})
+    if action == "T":
+        rows.clear()
+        return
+    pk = [column["name"] for column in change.get("pk", [])]
+    if not pk:
+        raise ValueError(f"{table}: change without primary key; the reference replay needs one: {change}")
+    new = {column["name"]: column["value"] for column in change.get("columns", [])}
+    old = {column["name"]: column["value"] for column in change.get("identity", [])}
+    if action == "D":
+        rows.pop(tuple(_freeze(old[column]) for column in pk), None)
+        return
+    new_key = tuple(_freeze(new[column]) for column in pk)
+    if action == "U":
+        old_key = tuple(_freeze(old[column]) for column in pk) if old else new_key
+        previous = rows.pop(old_key, {})
+        # Unchanged TOASTed columns are absent from an update: they keep their previous value.
+        rows[new_key] = {**previous, **new}
+    else:
+        rows[new_key] = new
+
+
+def replay_files(paths: Iterable) -> State:
+    """``replay_wal2json`` over landing files, read in name order."""
+
+    def lines():
+        for path in sorted(paths, key=lambda p: str(p)):
+            with open(path, encoding="utf-8") as handle:
+                yield from handle
+
+    return replay_wal2json(lines())

@@ -1,0 +1,438 @@
+"""A seeded random workload against a live Postgres, for capture tests and the soak script.
+
+    python -m python_jobs.workload --dsn "dbname=soak_1" --seed 1 --transactions 300 --sessions 4
+
+It creates (or recreates) four tables in ``--schema`` with different key shapes and replica
+identities, then runs transactions from several concurrent sessions (one thread and connection
+each). The seed drives every choice; the interleaving of sessions does not repeat exactly, and a
+transaction that hits a deadlock, lock timeout or key conflict rolls back (which Postgres does not
+decode, so the oracle never sees it).
+
+Tables:
+- ``accounts``: bigint key, a TOASTed ``note`` (random md5 hex, 5-12 KB, stored out of line), numeric,
+  boolean, timestamptz, jsonb; default replica identity, so updates that leave ``note`` alone omit it.
+- ``tags``: text key, double precision, timestamptz; ``REPLICA IDENTITY FULL``.
+- ``memberships``: composite key declared as ``(team, account_id)`` while ``account_id`` is the
+  first column (wal2json lists key columns in column order); date, integer.
+- ``documents``: integer key, a TOASTed ``body``, ``REPLICA IDENTITY FULL``.
+
+Operations: inserts, updates of a few columns (TOASTed column untouched), updates of the TOASTed
+column, several touches of one row in one transaction, delete as the last touch, delete then
+re-insert, primary-key updates, truncates, NULLs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import random
+import sys
+import threading
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+
+import psycopg
+from psycopg import errors, sql
+from psycopg.types.json import Jsonb
+
+TABLES = ("accounts", "tags", "memberships", "documents")
+TEAMS = ("core", "web", "ops", "data", "sales")
+ACCOUNT_KEYS = 60
+TAG_KEYS = 40
+DOCUMENT_KEYS = 25
+
+DDL = """
+create table {schema}.accounts (
+    id bigint primary key,
+    email text not null,
+    note text,
+    balance numeric(12, 2),
+    active boolean,
+    updated_at timestamptz,
+    meta jsonb
+);
+create table {schema}.tags (
+    code text primary key,
+    label text,
+    weight double precision,
+    created_at timestamptz not null
+);
+alter table {schema}.tags replica identity full;
+create table {schema}.memberships (
+    account_id bigint not null,
+    team text not null,
+    role text,
+    since date,
+    score integer,
+    primary key (team, account_id)
+);
+create table {schema}.documents (
+    id integer primary key,
+    title text not null,
+    body text,
+    version integer not null default 1
+);
+alter table {schema}.documents replica identity full;
+"""
+
+RETRYABLE = (
+    errors.DeadlockDetected,
+    errors.LockNotAvailable,
+    errors.UniqueViolation,
+    errors.SerializationFailure,
+    errors.QueryCanceled,
+)
+
+
+@dataclass
+class Stats:
+    committed: int = 0
+    rolled_back: int = 0
+    statements: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+def big_text(rng: random.Random) -> str:
+    """5-12 KB of md5 hex from the seeded generator: too big and random to stay inline after compression."""
+    size = rng.randint(5_000, 12_000)
+    chunks, state = [], rng.getrandbits(64)
+    while sum(len(c) for c in chunks) < size:
+        state = rng.getrandbits(64)
+        chunks.append(hashlib.md5(str(state).encode()).hexdigest())
+    return "".join(chunks)[:size]
+
+
+def create_tables(conn: psycopg.Connection, schema: str) -> None:
+    conn.execute(sql.SQL("drop schema if exists {} cascade").format(sql.Identifier(schema)))
+    conn.execute(sql.SQL("create schema {}").format(sql.Identifier(schema)))
+    conn.execute(DDL.format(schema=sql.Identifier(schema).as_string(conn)))
+
+
+class Session:
+    """One client: its own connection and its own random stream derived from the seed."""
+
+    def __init__(self, dsn: str, schema: str, rng: random.Random, stats: Stats) -> None:
+        self.conn = psycopg.connect(dsn)
+        self.conn.execute("set lock_timeout = '2s'")
+        self.conn.commit()
+        self.schema = schema
+        self.rng = rng
+        self.stats = stats
+        self.base_time = datetime(2026, 1, 1, tzinfo=UTC)
+
+    # --- values ----------------------------------------------------------------------------------
+
+    def maybe_null(self, value, probability: float = 0.15):
+        return None if self.rng.random() < probability else value
+
+    def timestamp(self) -> datetime:
+        return self.base_time + timedelta(
+            seconds=self.rng.randint(0, 86_400 * 400), microseconds=self.rng.randint(0, 999_999)
+        )
+
+    def account_values(self, key: int) -> dict:
+        rng = self.rng
+        return {
+            "id": key,
+            "email": f"user{key}.{rng.randint(0, 999)}@example.com",
+            "note": big_text(rng)
+            if rng.random() < 0.5
+            else self.maybe_null(f"short note {rng.randint(0, 99)}", 0.5),
+            "balance": self.maybe_null(Decimal(rng.randint(-100_000, 10_000_000)) / 100),
+            "active": self.maybe_null(rng.random() < 0.5),
+            "updated_at": self.maybe_null(self.timestamp()),
+            "meta": self.maybe_null(
+                Jsonb(
+                    {
+                        "plan": rng.choice(["free", "pro"]),
+                        "seats": rng.randint(1, 50),
+                        "ratio": rng.randint(0, 1000) / 8,
+                    }
+                ),
+                0.4,
+            ),
+        }
+
+    # --- statements ------------------------------------------------------------------------------
+
+    def x(self, query: str, params=()) -> int:
+        cursor = self.conn.execute(sql.SQL(query).format(s=sql.Identifier(self.schema)), params)
+        self.stats.statements += 1
+        return cursor.rowcount
+
+    def upsert_account(self, key: int) -> None:
+        v = self.account_values(key)
+        self.x(
+            "insert into {s}.accounts (id, email, note, balance, active, updated_at, meta)"
+            " values (%(id)s, %(email)s, %(note)s, %(balance)s, %(active)s, %(updated_at)s, %(meta)s)"
+            " on conflict (id) do update set email = excluded.email, balance = excluded.balance",
+            v,
+        )
+
+    def op_insert(self) -> None:
+        rng = self.rng
+        table = rng.choice(TABLES)
+        if table == "accounts":
+            self.upsert_account(rng.randint(1, ACCOUNT_KEYS))
+        elif table == "tags":
+            self.x(
+                "insert into {s}.tags (code, label, weight, created_at) values (%s, %s, %s, %s)"
+                " on conflict (code) do nothing",
+                (
+                    f"tag-{rng.randint(1, TAG_KEYS)}",
+                    self.maybe_null(f"Label {rng.randint(0, 999)}"),
+                    self.maybe_null(rng.randint(-10_000, 10_000) / 7),
+                    self.timestamp(),
+                ),
+            )
+        elif table == "memberships":
+            self.x(
+                "insert into {s}.memberships (account_id, team, role, since, score)"
+                " values (%s, %s, %s, %s, %s) on conflict do nothing",
+                (
+                    rng.randint(1, ACCOUNT_KEYS),
+                    rng.choice(TEAMS),
+                    self.maybe_null(rng.choice(["owner", "admin", "member"])),
+                    self.maybe_null(self.timestamp().date()),
+                    self.maybe_null(rng.randint(-5, 500)),
+                ),
+            )
+        else:
+            self.x(
+                "insert into {s}.documents (id, title, body) values (%s, %s, %s) on conflict (id) do nothing",
+                (rng.randint(1, DOCUMENT_KEYS), f"doc {rng.randint(0, 999)}", big_text(rng)),
+            )
+
+    def op_update(self) -> None:
+        """Update a few columns, leaving any TOASTed column alone."""
+        rng = self.rng
+        table = rng.choice(TABLES)
+        if table == "accounts":
+            self.x(
+                "update {s}.accounts set balance = %s, active = %s, updated_at = %s where id = %s",
+                (
+                    self.maybe_null(Decimal(rng.randint(0, 100_000)) / 100),
+                    self.maybe_null(rng.random() < 0.5),
+                    self.timestamp(),
+                    rng.randint(1, ACCOUNT_KEYS),
+                ),
+            )
+        elif table == "tags":
+            self.x(
+                "update {s}.tags set weight = %s where code = %s",
+                (self.maybe_null(rng.random() * 1000), f"tag-{rng.randint(1, TAG_KEYS)}"),
+            )
+        elif table == "memberships":
+            self.x(
+                "update {s}.memberships set score = coalesce(score, 0) + 1, role = %s where account_id = %s",
+                (self.maybe_null(rng.choice(["owner", "member"])), rng.randint(1, ACCOUNT_KEYS)),
+            )
+        else:
+            self.x(
+                "update {s}.documents set version = version + 1, title = %s where id = %s",
+                (f"doc {rng.randint(0, 999)}", rng.randint(1, DOCUMENT_KEYS)),
+            )
+
+    def op_update_toast(self) -> None:
+        rng = self.rng
+        if rng.random() < 0.5:
+            self.x(
+                "update {s}.accounts set note = %s where id = %s",
+                (self.maybe_null(big_text(rng), 0.2), rng.randint(1, ACCOUNT_KEYS)),
+            )
+        else:
+            self.x(
+                "update {s}.documents set body = %s, version = version + 1 where id = %s",
+                (big_text(rng), rng.randint(1, DOCUMENT_KEYS)),
+            )
+
+    def op_multi_touch(self) -> None:
+        """Several touches of one row in one transaction, sometimes ending in a delete."""
+        rng = self.rng
+        key = rng.randint(1, ACCOUNT_KEYS)
+        self.upsert_account(key)
+        for _ in range(rng.randint(1, 3)):
+            self.x(
+                "update {s}.accounts set balance = coalesce(balance, 0) + %s where id = %s",
+                (Decimal(rng.randint(1, 999)) / 100, key),
+            )
+        if rng.random() < 0.4:
+            self.x("delete from {s}.accounts where id = %s", (key,))
+
+    def op_delete(self) -> None:
+        rng = self.rng
+        table = rng.choice(TABLES)
+        if table == "accounts":
+            self.x("delete from {s}.accounts where id = %s", (rng.randint(1, ACCOUNT_KEYS),))
+        elif table == "tags":
+            self.x("delete from {s}.tags where code = %s", (f"tag-{rng.randint(1, TAG_KEYS)}",))
+        elif table == "memberships":
+            self.x(
+                "delete from {s}.memberships where account_id = %s and team = %s",
+                (rng.randint(1, ACCOUNT_KEYS), rng.choice(TEAMS)),
+            )
+        else:
+            self.x("delete from {s}.documents where id = %s", (rng.randint(1, DOCUMENT_KEYS),))
+
+    def op_delete_reinsert(self) -> None:
+        rng = self.rng
+        if rng.random() < 0.5:
+            key = rng.randint(1, ACCOUNT_KEYS)
+            self.x("delete from {s}.accounts where id = %s", (key,))
+            self.upsert_account(key)
+        else:
+            code = f"tag-{rng.randint(1, TAG_KEYS)}"
+            self.x("delete from {s}.tags where code = %s", (code,))
+            self.x(
+                "insert into {s}.tags (code, label, weight, created_at) values (%s, %s, %s, %s)",
+                (code, "reborn", rng.random(), self.timestamp()),
+            )
+
+    def op_pk_update(self) -> None:
+        rng = self.rng
+        choice = rng.random()
+        if choice < 0.4:
+            self.x(
+                "update {s}.accounts set id = %s where id = %s",
+                (rng.randint(1, ACCOUNT_KEYS), rng.randint(1, ACCOUNT_KEYS)),
+            )
+        elif choice < 0.7:
+            self.x(
+                "update {s}.tags set code = %s, label = 'renamed' where code = %s",
+                (f"tag-{rng.randint(1, TAG_KEYS)}", f"tag-{rng.randint(1, TAG_KEYS)}"),
+            )
+        else:
+            self.x(
+                "update {s}.memberships set team = %s where account_id = %s and team = %s",
+                (rng.choice(TEAMS), rng.randint(1, ACCOUNT_KEYS), rng.choice(TEAMS)),
+            )
+
+    def op_truncate(self) -> None:
+        self.x("truncate {s}." + self.rng.choice(["tags", "memberships"]))
+
+    OPERATIONS = (
+        (op_insert, 30),
+        (op_update, 25),
+        (op_update_toast, 8),
+        (op_multi_touch, 10),
+        (op_delete, 12),
+        (op_delete_reinsert, 6),
+        (op_pk_update, 6),
+        (op_truncate, 1),
+    )
+
+    def transaction(self) -> None:
+        rng = self.rng
+        operations, weights = zip(*self.OPERATIONS, strict=True)
+        try:
+            for _ in range(rng.randint(1, 5)):
+                rng.choices(operations, weights)[0](self)
+            self.conn.commit()
+            with self.stats.lock:
+                self.stats.committed += 1
+        except RETRYABLE:
+            self.conn.rollback()
+            with self.stats.lock:
+                self.stats.rolled_back += 1
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+def seed_rows(dsn: str, schema: str, seed: int, rows: int = 30) -> None:
+    """Some rows before any session starts, so that early updates and deletes find something."""
+    stats = Stats()
+    session = Session(dsn, schema, random.Random(f"{seed}-initial"), stats)
+    try:
+        for _ in range(rows):
+            session.op_insert()
+        session.conn.commit()
+    finally:
+        session.close()
+
+
+def run_workload(
+    dsn: str,
+    seed: int,
+    transactions: int,
+    sessions: int = 4,
+    schema: str = "public",
+    create: bool = True,
+    initial_rows: int = 30,
+) -> Stats:
+    """Create the tables (unless ``create`` is false) and run ``transactions`` across ``sessions``."""
+    if create:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            create_tables(conn, schema)
+        seed_rows(dsn, schema, seed, initial_rows)
+    stats = Stats()
+    clients = [Session(dsn, schema, random.Random(f"{seed}-{index}"), stats) for index in range(sessions)]
+    share = [
+        transactions // sessions + (1 if index < transactions % sessions else 0) for index in range(sessions)
+    ]
+    failures: list[BaseException] = []
+
+    def work(client: Session, count: int) -> None:
+        try:
+            for _ in range(count):
+                client.transaction()
+        except BaseException as exc:  # surfaced below: a thread's crash must fail the run
+            failures.append(exc)
+
+    threads = [
+        threading.Thread(target=work, args=(c, n), daemon=True) for c, n in zip(clients, share, strict=True)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for client in clients:
+        client.close()
+    if failures:
+        raise failures[0]
+    return stats
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m python_jobs.workload",
+        description="Run a seeded random workload (inserts, updates, deletes, key changes, truncates, "
+        "TOASTed values) against a live Postgres from several concurrent sessions.",
+    )
+    parser.add_argument("--dsn", default="", help="libpq connection string (default: the PG* environment)")
+    parser.add_argument(
+        "--seed", type=int, default=1, help="drives every random choice (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--transactions", type=int, default=200, help="transactions to run (default: %(default)s)"
+    )
+    parser.add_argument("--sessions", type=int, default=4, help="concurrent sessions (default: %(default)s)")
+    parser.add_argument("--schema", default="public", help="schema of the tables (default: %(default)s)")
+    parser.add_argument(
+        "--no-create", action="store_true", help="reuse existing tables instead of recreating them"
+    )
+    args = parser.parse_args(argv)
+    try:
+        stats = run_workload(
+            args.dsn, args.seed, args.transactions, args.sessions, args.schema, not args.no_create
+        )
+    except psycopg.OperationalError as exc:
+        print(f"workload: error: {str(exc).strip().splitlines()[0]}", file=sys.stderr)
+        return 1
+    print(
+        json.dumps(
+            {
+                "seed": args.seed,
+                "committed": stats.committed,
+                "rolled_back": stats.rolled_back,
+                "statements": stats.statements,
+            }
+        )
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
