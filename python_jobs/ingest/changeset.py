@@ -9,6 +9,10 @@ Every input line must end in exactly one of: ``events`` (a change), ``rejects`` 
 ``pending`` (part of a trailing transaction whose commit record has not landed yet; re-read next run)
 or ``control`` (a transaction boundary or other bookkeeping record that carries no change). The job
 checks that identity on every batch.
+
+``pending`` must be, per source, a suffix of the lines in ``(landing_file, landing_line)`` order: the
+job re-reads each file from its first pending line in the next batch, so any line after it in that
+file is read again and must not have landed or been rejected already.
 """
 
 from __future__ import annotations
@@ -97,12 +101,17 @@ class ChangeSet:
 
     ``control`` is optional: a transform that leaves it ``None`` lets the job count control records
     as the remainder (lines read - events - rejects - pending) instead of checking them.
+
+    ``shared`` is optional too: the one intermediate DataFrame (parsed and classified lines) that the
+    other four derive from. The job persists it for the batch, so each line is parsed once although
+    the batch's outputs are written and counted by several actions.
     """
 
     events: DataFrame
     rejects: DataFrame
     pending: DataFrame
     control: DataFrame | None = None
+    shared: DataFrame | None = None
 
 
 def conform(df: DataFrame, schema: StructType) -> DataFrame:
