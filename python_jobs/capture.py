@@ -480,6 +480,11 @@ def run(args: argparse.Namespace) -> Totals:
             log(f"created slot '{args.slot}' at {format_lsn(start)}")
             info = slot_info(conn, args.slot)
         check_slot(conn, args.slot, info)
+        # The SQL functions hold the slot only during each call; this lock keeps a second capture
+        # process off the same slot between calls.
+        locked = conn.execute("select pg_try_advisory_lock(hashtext(%s))", (f"wal_lake.capture.{args.slot}",))
+        if not locked.fetchone()[0]:
+            raise CaptureError(f"slot '{args.slot}' is in use by another capture process")
         log(f"capturing slot '{args.slot}' of database '{conn.info.dbname}' into {landing_dir}")
         if args.once:
             end = parse_lsn(conn.execute("select pg_current_wal_flush_lsn()::text").fetchone()[0])

@@ -1,0 +1,390 @@
+"""Live capture from a real Postgres: the server harness, the capture job, and the Python oracle.
+
+One server for the whole session (the ``postgres`` fixture); every test works in its own database,
+so its slot (= its source_id) sees only its own changes.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from python_jobs import capture, oracle, workload
+from python_jobs.pg_server import PostgresServer, missing_requirements
+
+PROJECT_DIR = Path(__file__).resolve().parents[2]
+FIXTURES = Path(os.environ.get("WAL_LAKE_FIXTURES", "/work/shared/fixtures"))
+_counter = itertools.count()
+
+
+# --- helpers ---------------------------------------------------------------------------------------
+
+
+def fresh_database(postgres, label: str) -> str:
+    return postgres.create_database(f"t_{label}_{next(_counter)}")
+
+
+def peek_all(dsn: str, slot: str) -> list[str]:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        return [data for _lsn, data in capture.peek(conn, slot, None, None)]
+
+
+def dsn_dbname(dsn: str) -> str:
+    return dict(part.split("=", 1) for part in dsn.split())["dbname"]
+
+
+def slot_name(dsn: str, kind: str = "capture") -> str:
+    """Slots are cluster-wide: name them after the test's database."""
+    return f"{dsn_dbname(dsn)}_{kind}"
+
+
+def source_id(dsn: str, kind: str = "capture") -> str:
+    return f"{dsn_dbname(dsn)}.{slot_name(dsn, kind)}"
+
+
+def create_reference_slot(dsn: str) -> None:
+    """A slot nobody advances: peeking it later returns every change since now."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(
+            "select pg_create_logical_replication_slot(%s, 'wal2json')", (slot_name(dsn, "reference"),)
+        )
+
+
+def run_capture(dsn: str, landing: Path, *extra: str, kind: str = "capture") -> int:
+    slot = slot_name(dsn, kind)
+    return capture.main(["--dsn", dsn, "--slot", slot, "--landing", str(landing), "--quiet", *extra])
+
+
+def landed_files(landing: Path, source_id: str) -> list[Path]:
+    return sorted((landing / source_id).glob("*.jsonl"))
+
+
+def landed_lines(files: list[Path]) -> list[str]:
+    return [line for path in files for line in path.read_text().splitlines()]
+
+
+def database_truth(dsn: str):
+    with psycopg.connect(dsn) as conn:
+        tables = oracle.user_tables(conn)
+        types, keys = oracle.table_types(conn, tables)
+        return oracle.postgres_state(conn, tables), types, keys
+
+
+def assert_replay_matches(dsn: str, lines: list[str]) -> None:
+    expected, types, keys = database_truth(dsn)
+    replayed = oracle.replay_wal2json(lines)
+    for table in expected:
+        replayed.setdefault(table, [])
+    problems = oracle.compare_states(expected, replayed, types, keys)
+    assert problems == [], "\n".join(problems[:30])
+
+
+def prepare(dsn: str, seed: int, initial_rows: int = 30) -> None:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        workload.create_tables(conn, "public")
+    workload.seed_rows(dsn, "public", seed, initial_rows)
+
+
+# --- pure Python: no server ------------------------------------------------------------------------
+
+
+def test_replay_of_real_fixture_equals_its_expected_state():
+    lines = (FIXTURES / "wal2json" / "accounts.jsonl").read_text().splitlines()
+    expected = json.loads((FIXTURES / "wal2json" / "accounts.expected.json").read_text())
+    types = {
+        "public.accounts": {
+            "id": "bigint",
+            "email": "text",
+            "note": "text",
+            "balance": "numeric(12,2)",
+            "updated_at": "timestamp with time zone",
+        },
+        "public.memberships": {"account_id": "bigint", "team": "text", "role": "text"},
+    }
+    keys = {"public.accounts": ["id"], "public.memberships": ["account_id", "team"]}
+    # Replaying a copy of the first transactions again (a slot replay) changes nothing.
+    assert oracle.compare_states(expected, oracle.replay_wal2json(lines + lines[:8]), types, keys) == []
+    changed = oracle.replay_wal2json(lines)
+    changed["public.accounts"][0]["balance"] = 1
+    assert oracle.compare_states(expected, changed, types, keys) == [
+        "public.accounts (id)=(2,): balance expected Decimal('0.0'), got Decimal('1')"
+    ]
+
+
+def test_typed_values_compare_across_renderings():
+    tv = oracle.typed_value
+    assert tv("timestamp with time zone", "2026-01-01T00:00:00+00:00") == tv(
+        "timestamp with time zone", "2026-01-01 00:00:00+00"
+    )
+    assert tv("timestamp with time zone", "2026-01-01 02:00:00+02") == tv(
+        "timestamp with time zone", "2026-01-01T00:00:00+00:00"
+    )
+    assert tv("numeric(12,2)", "10.50") == tv("numeric(12,2)", 10.5)
+    assert tv("boolean", "true") is True and tv("boolean", False) is False
+    assert tv("jsonb", '{"a": 1.50}') == tv("jsonb", {"a": 1.5})
+    assert tv("bytea", "\\x0102") == tv("bytea", "0102") == b"\x01\x02"
+    assert tv("bigint", "7") == 7 and tv("text", None) is None
+    record = {"id": "1", "balance": "10.50", "note": None}
+    assert oracle.typed_record(record, {"id": "bigint", "balance": "numeric", "note": "text"}) == {
+        "id": 1,
+        "balance": oracle.Decimal("10.5"),
+        "note": None,
+    }
+
+
+def test_complete_prefix_keeps_whole_transactions_only():
+    rows = [
+        ("0/10", '{"action":"B","xid":1,"lsn":"0/20","nextlsn":"0/30"}'),
+        ("0/10", '{"action":"I","xid":1,"lsn":"0/10","schema":"s","table":"t","columns":[],"pk":[]}'),
+        ("0/30", '{"action":"C","xid":1,"lsn":"0/20","nextlsn":"0/30"}'),
+        ("0/40", '{"action":"M","xid":null,"lsn":"0/40","transactional":false,"prefix":"p","content":"x"}'),
+        ("0/50", '{"action":"B","xid":2,"lsn":"0/60","nextlsn":"0/70"}'),
+        ("0/50", '{"action":"I","xid":2,"lsn":"0/50","schema":"s","table":"t","columns":[],"pk":[]}'),
+    ]
+    batch = capture.complete_prefix(rows)
+    assert [json.loads(line)["action"] for line in batch.lines] == ["B", "I", "C", "M"]
+    assert (batch.first_commit_lsn, batch.last_commit_lsn, batch.advance_to) == (0x20, 0x40, 0x41)
+    assert (batch.transactions, batch.changes) == (1, 2)
+    assert capture.landing_file_name(0x20, 0x40) == "0000000000000020-0000000000000040.jsonl"
+    assert capture.snapshot_file_name(0x20) < capture.landing_file_name(0x20, 0x20)
+
+
+# --- against a real Postgres -----------------------------------------------------------------------
+
+
+@pytest.mark.postgres
+def test_server_starts_and_stops():
+    problem = missing_requirements()
+    if problem:
+        pytest.skip(problem)
+    server = PostgresServer().start()
+    base_dir = server.base_dir
+    try:
+        with psycopg.connect(server.dsn(), autocommit=True) as conn:
+            assert conn.execute("show wal_level").fetchone()[0] == "logical"
+            assert conn.execute("select inet_server_addr()::text").fetchone()[0] == "127.0.0.1/32"
+    finally:
+        server.stop()
+    assert not base_dir.exists()
+    with pytest.raises(psycopg.OperationalError):
+        psycopg.connect(server.dsn(), connect_timeout=2)
+
+
+@pytest.mark.postgres
+def test_landed_lines_equal_what_the_slot_decodes(postgres, tmp_path):
+    dsn = fresh_database(postgres, "lines")
+    prepare(dsn, seed=11, initial_rows=0)  # no snapshot: start empty
+    create_reference_slot(dsn)
+    assert run_capture(dsn, tmp_path, "--once") == 0  # creates the slot, lands nothing yet
+    workload.run_workload(dsn, seed=11, transactions=80, sessions=3, create=False)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("select pg_logical_emit_message(false, 'wal_lake', 'non-transactional')")
+        conn.execute("select pg_logical_emit_message(true, 'wal_lake', 'transactional')")
+    assert run_capture(dsn, tmp_path, "--once", "--max-changes-per-file", "40") == 0
+
+    files = landed_files(tmp_path, source_id(dsn))
+    assert len(files) > 3, "small --max-changes-per-file must rotate files"
+    lines = landed_lines(files)
+    assert lines == peek_all(dsn, slot_name(dsn, "reference"))
+    # Names sort in WAL order and name each file's first and last commit.
+    last = -1
+    for path in files:
+        records = [json.loads(line) for line in path.read_text().splitlines()]
+        commits = [
+            capture.parse_lsn(r["lsn"])
+            for r in records
+            if r["action"] == "C" or r.get("transactional") is False
+        ]
+        assert path.name == capture.landing_file_name(commits[0], commits[-1])
+        assert commits[0] > last
+        last = commits[-1]
+    assert not list((tmp_path / source_id(dsn)).glob(".tmp-*")), "no temp files left"
+    # Nothing left to land: a second run is a no-op.
+    assert run_capture(dsn, tmp_path, "--once") == 0
+    assert landed_files(tmp_path, source_id(dsn)) == files
+    assert_replay_matches(dsn, lines)
+
+
+@pytest.mark.postgres
+def test_crash_replays_and_never_loses(postgres, tmp_path, monkeypatch):
+    dsn = fresh_database(postgres, "crash")
+    prepare(dsn, seed=12, initial_rows=0)  # no snapshot: start empty
+    create_reference_slot(dsn)
+    assert run_capture(dsn, tmp_path, "--once") == 0
+    source = tmp_path / source_id(dsn)
+
+    # 1. A follow-mode capture process killed -9 in the middle of a workload.
+    follower = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "python_jobs.capture",
+            "--dsn",
+            dsn,
+            "--slot",
+            slot_name(dsn),
+            "--landing",
+            str(tmp_path),
+        ]
+        + ["--poll-interval", "0.02", "--max-changes-per-file", "15", "--quiet"],
+        cwd=PROJECT_DIR,
+    )
+    try:
+        workload.run_workload(dsn, seed=12, transactions=120, sessions=3, create=False)
+        deadline = time.monotonic() + 20
+        while not list(source.glob("*.jsonl")) and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        follower.send_signal(signal.SIGKILL)
+        follower.wait()
+    landed_before_kill = len(list(source.glob("*.jsonl")))
+    assert landed_before_kill > 0
+
+    # 2. More changes, and a capture that dies after making its files durable but before advancing.
+    workload.run_workload(dsn, seed=13, transactions=60, sessions=2, create=False)
+    with monkeypatch.context() as patch:
+        patch.setattr(capture, "advance", lambda conn, slot, lsn: None)
+        patch.setattr(capture.Stop, "requested", False)
+        original = capture.complete_prefix
+        calls = []
+
+        def one_batch_then_stop(rows):
+            calls.append(1)
+            if len(calls) > 1:
+                capture.Stop.requested = True  # "crash" after the first durable file
+            return original(rows)
+
+        patch.setattr(capture, "complete_prefix", one_batch_then_stop)
+        assert run_capture(dsn, tmp_path, "--once", "--max-changes-per-file", "30") == 0
+
+    # 3. The restart lands everything; the slot replayed, nothing was lost.
+    assert run_capture(dsn, tmp_path, "--once", "--max-changes-per-file", "30") == 0
+    reference = peek_all(dsn, slot_name(dsn, "reference"))
+    lines = landed_lines(landed_files(tmp_path, source.name))
+    assert set(lines) == set(reference), "every decoded line landed, and nothing else"
+    assert len(lines) >= len(reference)
+    assert all(count >= 1 for count in Counter(lines).values())
+    assert_replay_matches(dsn, lines)
+
+
+@pytest.mark.postgres
+def test_replay_from_an_older_position_only_duplicates(postgres, tmp_path):
+    dsn = fresh_database(postgres, "older")
+    prepare(dsn, seed=14, initial_rows=0)  # no snapshot: start empty
+    create_reference_slot(dsn)
+    assert run_capture(dsn, tmp_path, "--once") == 0
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        # The copy keeps the capture slot's current (older) position while the original advances.
+        conn.execute(
+            "select pg_copy_logical_replication_slot(%s, %s)", (slot_name(dsn), slot_name(dsn, "older"))
+        )
+    workload.run_workload(dsn, seed=14, transactions=60, sessions=2, create=False)
+    assert run_capture(dsn, tmp_path, "--once", "--max-changes-per-file", "50") == 0
+    source = source_id(dsn)
+    first = landed_lines(landed_files(tmp_path, source))
+    workload.run_workload(dsn, seed=15, transactions=20, sessions=2, create=False)
+    # Re-read everything from the older position into the same source, with other file cuts.
+    assert (
+        run_capture(
+            dsn, tmp_path, "--once", "--max-changes-per-file", "70", "--source-id", source, kind="older"
+        )
+        == 0
+    )
+    assert run_capture(dsn, tmp_path, "--once") == 0
+    lines = landed_lines(landed_files(tmp_path, source))
+    counts = Counter(lines)
+    assert set(first) <= set(lines)
+    assert any(count > 1 for count in counts.values()), "the replay produced duplicates"
+    assert set(lines) == set(peek_all(dsn, slot_name(dsn, "reference"))), "and nothing but duplicates"
+    assert_replay_matches(dsn, lines)
+
+
+@pytest.mark.postgres
+def test_snapshot_lands_table_contents_then_streams(postgres, tmp_path):
+    dsn = fresh_database(postgres, "snapshot")
+    prepare(dsn, seed=16, initial_rows=60)
+    before, types, keys = database_truth(dsn)
+    assert run_capture(dsn, tmp_path, "--once", "--snapshot") == 0
+    source = source_id(dsn)
+    (snapshot_file,) = landed_files(tmp_path, source)
+    assert snapshot_file.name.endswith("-snapshot.jsonl")
+    records = [json.loads(line) for line in snapshot_file.read_text().splitlines()]
+    assert [records[0]["action"], records[-1]["action"]] == ["B", "C"]
+    assert {r["action"] for r in records[1:-1]} == {"R"}
+    assert len({r["lsn"] for r in records}) == 1 and records[0]["xid"] == 0 and records[0]["snapshot"] is True
+    assert sum(len(rows) for rows in before.values()) == len(records) - 2
+    snapshot_state = oracle.replay_wal2json(snapshot_file.read_text().splitlines())
+    assert oracle.compare_states(before, snapshot_state, types, keys) == []
+
+    workload.run_workload(dsn, seed=16, transactions=80, sessions=3, create=False)
+    assert run_capture(dsn, tmp_path, "--once", "--snapshot") == 0  # rerun: snapshot kept, streams on
+    files = landed_files(tmp_path, source)
+    assert files[0] == snapshot_file and len(files) > 1
+    consistent_point = capture.parse_lsn(records[0]["lsn"])
+    first_streamed = json.loads(files[1].read_text().splitlines()[0])
+    assert capture.parse_lsn(first_streamed["lsn"]) > consistent_point
+    assert_replay_matches(dsn, landed_lines(files))
+
+
+@pytest.mark.postgres
+def test_snapshot_taken_under_concurrent_writes(postgres, tmp_path):
+    dsn = fresh_database(postgres, "snapshot_busy")
+    prepare(dsn, seed=17, initial_rows=60)
+    writer = threading.Thread(
+        target=workload.run_workload, args=(dsn, 17, 150), kwargs={"sessions": 3, "create": False}
+    )
+    writer.start()
+    time.sleep(0.1)
+    try:
+        assert run_capture(dsn, tmp_path, "--once", "--snapshot") == 0
+    finally:
+        writer.join()
+    assert run_capture(dsn, tmp_path, "--once") == 0
+    assert_replay_matches(dsn, landed_lines(landed_files(tmp_path, source_id(dsn))))
+
+
+@pytest.mark.postgres
+def test_capture_errors_are_one_line(postgres, tmp_path, capsys):
+    dsn = fresh_database(postgres, "errors")
+    bad_dsn = "host=127.0.0.1 port=1 user=nobody connect_timeout=2"
+    assert capture.main(["--dsn", bad_dsn, "--landing", str(tmp_path), "--once"]) == 1
+    assert "cannot connect to Postgres" in capsys.readouterr().err
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(
+            "select pg_create_logical_replication_slot(%s, 'test_decoding')", (slot_name(dsn, "other"),)
+        )
+        assert run_capture(dsn, tmp_path, "--once", kind="other") == 1
+        assert "not a wal2json logical slot" in capsys.readouterr().err
+        # Another capture process holds the slot.
+        assert run_capture(dsn, tmp_path, "--once") == 0
+        conn.execute("select pg_advisory_lock(hashtext(%s))", (f"wal_lake.capture.{slot_name(dsn)}",))
+        assert run_capture(dsn, tmp_path, "--once") == 1
+        assert "in use by another capture process" in capsys.readouterr().err
+        # --snapshot on a slot whose snapshot never landed.
+        conn.execute("select pg_drop_replication_slot(%s)", (slot_name(dsn, "other"),))
+        conn.execute("select pg_create_logical_replication_slot(%s, 'wal2json')", (slot_name(dsn, "other"),))
+        assert run_capture(dsn, tmp_path / "elsewhere", "--once", "--snapshot", kind="other") == 1
+        assert "no snapshot was landed" in capsys.readouterr().err
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("seed", [1, 2, 3, 4, 5])
+def test_oracle_replay_equals_postgres(postgres, tmp_path, seed):
+    """The pure-Python replay of the captured WAL is the table contents, for several seeds."""
+    dsn = fresh_database(postgres, f"seed{seed}")
+    prepare(dsn, seed)
+    assert run_capture(dsn, tmp_path, "--once", "--snapshot") == 0
+    workload.run_workload(dsn, seed=seed, transactions=150, sessions=4, create=False)
+    assert run_capture(dsn, tmp_path, "--once", "--max-changes-per-file", "200") == 0
+    assert_replay_matches(dsn, landed_lines(landed_files(tmp_path, source_id(dsn))))
