@@ -1,0 +1,315 @@
+"""wal2json ``format-version=2`` lines -> a ChangeSet. Pure DataFrame code, no Python UDFs.
+
+Expected plugin options: ``include-xids``, ``include-lsn``, ``include-timestamp``, ``include-pk`` and
+``include-transaction`` (the default), so that every transaction is framed by ``B`` and ``C``
+records whose ``lsn`` is the commit LSN, and every change carries its own ``lsn`` and ``xid``.
+
+Rules (docs/ingestion.md has the why):
+
+- Lines of one source are read in ``(landing_file, landing_line)`` order. Every valid ``B`` opens a
+  transaction; its lines run up to the first valid ``C`` after it. ``commit_lsn``/``committed_at``
+  come from that ``C``; ``commit_idx`` numbers the I/U/D/T/M records in between from 0.
+- A trailing transaction without its ``C`` is pending: its lines (and everything after them) are
+  re-read in the next batch. A transaction whose ``C`` never came before the next ``B`` is rejected.
+- A non-transactional logical message (``"transactional": false``) is decoded at once by Postgres,
+  outside any transaction: it lands as its own position, ``commit_lsn`` = its ``lsn``, index 0.
+- A change whose key cannot be known (no ``pk``, or a key column absent from the values) is rejected.
+  A rejected change still takes its ``commit_idx`` slot, so the positions of the others stay those of
+  the WAL.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+from pyspark.sql.types import (
+    ArrayType,
+    StringType,
+    StructField,
+    StructType,
+)
+
+from python_jobs.ingest.changeset import (
+    ACTION_DELETE,
+    ACTION_INSERT,
+    ACTION_MESSAGE,
+    ACTION_TRUNCATE,
+    ACTION_UPDATE,
+    EVENTS_SCHEMA,
+    FORMAT_WAL2JSON,
+    PENDING_SCHEMA,
+    REJECTS_SCHEMA,
+    ChangeSet,
+    conform,
+    lsn_to_bigint,
+)
+
+# wal2json record codes.
+CODE_BEGIN = "B"
+CODE_COMMIT = "C"
+CODE_INSERT = "I"
+CODE_UPDATE = "U"
+CODE_DELETE = "D"
+CODE_TRUNCATE = "T"
+CODE_MESSAGE = "M"
+
+ACTIONS = {
+    CODE_INSERT: ACTION_INSERT,
+    CODE_UPDATE: ACTION_UPDATE,
+    CODE_DELETE: ACTION_DELETE,
+    CODE_TRUNCATE: ACTION_TRUNCATE,
+    CODE_MESSAGE: ACTION_MESSAGE,
+}
+CHANGE_CODES = list(ACTIONS)
+ROW_CODES = [CODE_INSERT, CODE_UPDATE, CODE_DELETE]
+KNOWN_CODES = [CODE_BEGIN, CODE_COMMIT, *CHANGE_CODES]
+
+# Line outcomes inside the transform.
+KIND_EVENT = "event"
+KIND_REJECT = "reject"
+KIND_PENDING = "pending"
+KIND_CONTROL = "control"
+
+REASON_MALFORMED = "malformed JSON"
+REASON_EMPTY = "empty line"
+REASON_NO_ACTION = "missing action"
+REASON_BAD_LSN = "missing or invalid lsn"
+REASON_BAD_XID = "missing or invalid xid"
+REASON_NO_PK = (
+    "no pk: the key columns of this change cannot be known (include-pk off or table without primary key)"
+)
+REASON_NO_VALUES = "missing columns (insert/update) or identity (delete)"
+REASON_BAD_COLUMNS = "column without a name or with a duplicate name"
+REASON_KEY_MISSING = "a key column's value is missing from the change"
+REASON_OUTSIDE = "change outside a transaction"
+REASON_COMMIT_WITHOUT_BEGIN = "commit without begin"
+REASON_INTERRUPTED = "transaction interrupted by a new begin before its commit"
+
+_COLUMN = StructType(
+    [
+        StructField("name", StringType()),
+        StructField("type", StringType()),
+        StructField("value", StringType()),
+    ]
+)
+_KEY = StructType([StructField("name", StringType()), StructField("type", StringType())])
+CORRUPT = "_corrupt_record"
+RECORD_SCHEMA = StructType(
+    [
+        StructField("action", StringType()),
+        StructField("xid", StringType()),
+        StructField("lsn", StringType()),
+        StructField("timestamp", StringType()),
+        StructField("schema", StringType()),
+        StructField("table", StringType()),
+        StructField("columns", ArrayType(_COLUMN)),
+        StructField("identity", ArrayType(_COLUMN)),
+        StructField("pk", ArrayType(_KEY)),
+        StructField("transactional", StringType()),
+        StructField("prefix", StringType()),
+        StructField("content", StringType()),
+        StructField(CORRUPT, StringType()),
+    ]
+)
+
+# Spark's JSON reader turns a JSON float into a double before it becomes text (10.50 -> "10.5",
+# a numeric(50,2) loses digits). Quoting every number that is the value of a "value" key first keeps
+# its exact text. The look-behind skips an escaped quote, i.e. the text inside a JSON string, and the
+# look-ahead keeps an invalid number (1.2.3) invalid.
+_NUMBER_VALUE = r'(?<!\\)("value"\s*:\s*)(-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?)(?=\s*[,}\]])'
+
+
+def _values_map(cols: Column) -> Column:
+    return F.map_from_entries(F.transform(cols, lambda c: F.struct(c["name"], c["value"])))
+
+
+def _key_text(pk: Column, values: Column) -> Column:
+    """The key values in key order as a JSON array of texts; null when any is missing."""
+    texts = F.transform(pk, lambda k: F.element_at(values, k["name"]))
+    return F.when(F.size(F.filter(texts, lambda t: t.isNull())) == 0, F.to_json(texts))
+
+
+def _columns_ok(cols: Column) -> Column:
+    names = F.transform(cols, lambda c: c["name"])
+    return ~F.exists(names, lambda n: n.isNull()) & (F.size(F.array_distinct(names)) == F.size(names))
+
+
+def parse(lines: DataFrame) -> DataFrame:
+    """Lines -> lines with the parsed record ``r`` and the per-line checks (no ordering yet)."""
+    quoted = F.regexp_replace(F.col("line"), F.lit(_NUMBER_VALUE), F.lit('$1"$2"'))
+    r = F.col("r")
+    code = r["action"]
+    non_tx_message = (code == CODE_MESSAGE) & (F.lower(r["transactional"]) == "false")
+    is_row_change = code.isin(ROW_CODES)
+    values_src = F.when(code == CODE_DELETE, r["identity"]).otherwise(r["columns"])
+    line_error = (
+        F.when(F.trim(F.col("line")) == "", F.lit(REASON_EMPTY))
+        .when(r.isNull() | r[CORRUPT].isNotNull(), F.lit(REASON_MALFORMED))
+        .when(code.isNull(), F.lit(REASON_NO_ACTION))
+        .when(~code.isin(KNOWN_CODES), F.concat(F.lit("unknown action '"), code, F.lit("'")))
+        .when(F.col("lsn_value").isNull(), F.lit(REASON_BAD_LSN))
+        .when(F.col("xid_value").isNull() & ~non_tx_message, F.lit(REASON_BAD_XID))
+        .when(is_row_change & (F.coalesce(F.size(r["pk"]), F.lit(0)) <= 0), F.lit(REASON_NO_PK))
+        .when(is_row_change & values_src.isNull(), F.lit(REASON_NO_VALUES))
+        .when(is_row_change & ~_columns_ok(values_src), F.lit(REASON_BAD_COLUMNS))
+        .when(
+            (code == CODE_UPDATE) & r["identity"].isNotNull() & ~_columns_ok(r["identity"]),
+            F.lit(REASON_BAD_COLUMNS),
+        )
+        # Only reached once the names are known to be unique: a map of them cannot fail.
+        .when(is_row_change & _key_text(r["pk"], _values_map(values_src)).isNull(), F.lit(REASON_KEY_MISSING))
+    )
+    return (
+        lines.withColumn("r", F.from_json(quoted, RECORD_SCHEMA, {"mode": "PERMISSIVE"}))
+        .withColumn("lsn_value", lsn_to_bigint(r["lsn"]))
+        .withColumn("xid_value", r["xid"].cast("bigint"))
+        .withColumn("line_error", line_error)
+        .withColumn("code", F.when(F.col("line_error").isNull(), code))
+        .withColumn("non_tx_message", F.coalesce(non_tx_message, F.lit(False)))
+    )
+
+
+def classify(lines: DataFrame) -> DataFrame:
+    """One row per input line with ``kind`` (event/reject/pending/control), ``reason`` and the
+    transaction it belongs to (``commit_lsn``, ``commit_idx``, ``commit_ts``)."""
+    parsed = parse(lines)
+    order = [F.col("landing_file"), F.col("landing_line")]
+    running = Window.partitionBy("source_id").orderBy(*order).rowsBetween(Window.unboundedPreceding, 0)
+    whole_source = Window.partitionBy("source_id")
+    in_txn_running = (
+        Window.partitionBy("source_id", "txn").orderBy(*order).rowsBetween(Window.unboundedPreceding, 0)
+    )
+    whole_txn = (
+        Window.partitionBy("source_id", "txn")
+        .orderBy(*order)
+        .rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
+    )
+
+    is_begin = F.coalesce(F.col("code") == CODE_BEGIN, F.lit(False))
+    is_commit = F.coalesce(F.col("code") == CODE_COMMIT, F.lit(False))
+    # Postgres numbers the changes of a transaction whatever becomes of them here, so a change
+    # rejected for its content keeps its slot: a line whose action is a change code counts.
+    counts_as_change = F.col("r.action").isin(CHANGE_CODES) & ~F.col("non_tx_message")
+    counts_as_change = F.coalesce(counts_as_change, F.lit(False))
+
+    def first_at_commit(value: Column) -> Column:
+        return F.first(F.when(is_commit, value), ignorenulls=True).over(whole_txn)
+
+    staged = (
+        parsed.withColumn("txn", F.sum(is_begin.cast("int")).over(running))
+        .withColumn("last_txn", F.max("txn").over(whole_source))
+        .withColumn("commits_so_far", F.sum(is_commit.cast("int")).over(in_txn_running))
+        .withColumn("has_commit", F.max(is_commit).over(whole_txn))
+        .withColumn("begin_xid", F.first(F.when(is_begin, F.col("xid_value")), True).over(whole_txn))
+        .withColumn("commit_xid", first_at_commit(F.col("xid_value")))
+        .withColumn("commit_lsn", first_at_commit(F.col("lsn_value")))
+        .withColumn("commit_ts", first_at_commit(F.col("r.timestamp")))
+        .withColumn(
+            "in_txn",
+            (F.col("txn") > 0)
+            & ((F.col("commits_so_far") == 0) | (is_commit & (F.col("commits_so_far") == 1))),
+        )
+        .withColumn(
+            "commit_idx",
+            F.sum((counts_as_change & F.col("in_txn")).cast("int")).over(in_txn_running) - 1,
+        )
+    )
+
+    is_change = F.coalesce(F.col("code").isin(CHANGE_CODES) & ~F.col("non_tx_message"), F.lit(False))
+    pending = (F.col("txn") > 0) & (F.col("txn") == F.col("last_txn")) & ~F.col("has_commit")
+    xid_mismatch = F.concat(
+        F.lit("xid mismatch: begin "),
+        F.coalesce(F.col("begin_xid").cast("string"), F.lit("?")),
+        F.lit(", commit "),
+        F.coalesce(F.col("commit_xid").cast("string"), F.lit("?")),
+    )
+    change_xid_mismatch = F.concat(
+        F.lit("xid mismatch: change xid "),
+        F.col("xid_value").cast("string"),
+        F.lit(" inside transaction "),
+        F.col("begin_xid").cast("string"),
+    )
+    reason = (
+        F.when(pending, F.lit(None))
+        .when(F.col("line_error").isNotNull(), F.col("line_error"))
+        .when(F.col("non_tx_message"), F.lit(None))
+        .when(~F.col("in_txn") & is_commit, F.lit(REASON_COMMIT_WITHOUT_BEGIN))
+        .when(~F.col("in_txn"), F.lit(REASON_OUTSIDE))
+        .when(~F.col("has_commit"), F.lit(REASON_INTERRUPTED))
+        .when(~F.col("begin_xid").eqNullSafe(F.col("commit_xid")), xid_mismatch)
+        .when(is_change & (F.col("xid_value") != F.col("begin_xid")), change_xid_mismatch)
+    )
+    kind = (
+        F.when(pending, F.lit(KIND_PENDING))
+        .when(F.col("reason").isNotNull(), F.lit(KIND_REJECT))
+        .when(is_begin | is_commit, F.lit(KIND_CONTROL))
+        .otherwise(F.lit(KIND_EVENT))
+    )
+    return staged.withColumn("reason", reason).withColumn("kind", kind)
+
+
+def _events(classified: DataFrame) -> DataFrame:
+    r = F.col("r")
+    code = F.col("code")
+    standalone = F.col("non_tx_message")
+    values_src = F.when(code == CODE_DELETE, r["identity"]).otherwise(r["columns"])
+    record = _values_map(values_src)
+    pk_names = F.transform(r["pk"], lambda k: k["name"])
+    identity = _values_map(r["identity"])
+    identity_has_non_key = F.exists(r["identity"], lambda c: ~F.array_contains(pk_names, c["name"]))
+    old_key = _key_text(r["pk"], identity)
+    message = F.map_from_arrays(
+        F.array(F.lit("prefix"), F.lit("content"), F.lit("transactional")),
+        F.array(r["prefix"], r["content"], F.lower(r["transactional"])),
+    )
+    is_row = code.isin(ROW_CODES)
+    is_update = code == CODE_UPDATE
+    action = F.when(code == CODE_INSERT, F.lit(ACTION_INSERT))
+    for wal_code, name in list(ACTIONS.items())[1:]:
+        action = action.when(code == wal_code, F.lit(name))
+    return classified.where(F.col("kind") == KIND_EVENT).select(
+        "source_id",
+        F.when(standalone, F.col("lsn_value")).otherwise(F.col("commit_lsn")).alias("commit_lsn"),
+        F.when(standalone, F.lit(0)).otherwise(F.col("commit_idx")).alias("commit_idx"),
+        F.col("lsn_value").alias("change_lsn"),
+        F.col("xid_value").alias("xid"),
+        F.try_to_timestamp(F.when(standalone, r["timestamp"]).otherwise(F.col("commit_ts"))).alias(
+            "committed_at"
+        ),
+        action.alias("action"),
+        r["schema"].alias("source_schema"),
+        r["table"].alias("source_table"),
+        F.when(is_row, pk_names).alias("key_columns"),
+        F.when(is_row, _key_text(r["pk"], record)).alias("record_pk"),
+        F.when(is_row, record).when(code == CODE_MESSAGE, message).alias("record"),
+        F.when(
+            is_update & identity_has_non_key,
+            F.map_filter(
+                identity,
+                lambda k, v: F.map_contains_key(record, k) & ~F.element_at(record, k).eqNullSafe(v),
+            ),
+        ).alias("changes"),
+        F.when(is_update & (old_key != _key_text(r["pk"], record)), old_key).alias("old_record_pk"),
+        F.lit(FORMAT_WAL2JSON).alias("source_format"),
+        "landing_file",
+        "landing_line",
+    )
+
+
+def _lines_of(classified: DataFrame, kind: str) -> DataFrame:
+    return conform(classified.where(F.col("kind") == kind), PENDING_SCHEMA)
+
+
+def transform(lines: DataFrame) -> ChangeSet:
+    """wal2json lines (source_id, landing_file, landing_line, line) -> ChangeSet."""
+    shared = classify(lines)
+    rejects = shared.where(F.col("kind") == KIND_REJECT).select(
+        "source_id", "landing_file", "landing_line", F.col("line").alias("raw_line"), "reason"
+    )
+    return ChangeSet(
+        events=conform(_events(shared), EVENTS_SCHEMA),
+        rejects=conform(rejects, REJECTS_SCHEMA),
+        pending=_lines_of(shared, KIND_PENDING),
+        control=_lines_of(shared, KIND_CONTROL),
+        shared=shared,
+    )
