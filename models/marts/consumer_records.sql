@@ -1,0 +1,334 @@
+{{
+    config(
+        materialized='incremental',
+        incremental_strategy='merge',
+        unique_key=['consumer_name', 'source_id', 'source_schema', 'source_table', 'record_pk'],
+        merge_delete_column='is_deleted',
+        on_schema_change='ignore',
+        post_hook="{{ unstamp_consumed_seq() }}",
+    )
+}}
+
+{#-
+    Applies the changes of sequin_events with seq in (consumed, upto] to every subscribed consumer.
+    `upto` is fixed when the model starts and stamped on the model's own Delta commit, so the next
+    run starts exactly where this one ended, even when its last touches were deletes.
+-#}
+{%- set consumed = consumed_seq(this) if is_incremental() else 0 -%}
+{%- set upto = sequin_seq_upto(ref('sequin_events')) %}
+
+with
+
+sequin as (
+
+    select * from {{ ref('sequin_events') }}
+    where seq > {{ consumed }} and seq <= {{ upto }}
+
+),
+
+consumers as (
+
+    select * from {{ ref('consumers') }}
+
+),
+
+subscribed as (
+
+    select
+        consumers.consumer_name,
+        sequin.*
+
+    from sequin
+    inner join consumers
+        on concat(sequin.source_schema, '.', sequin.source_table)
+        like replace(replace(replace(consumers.table_pattern, '\\', '\\\\'), '_', '\\_'), '*', '%')
+    where sequin.action != 'message'
+
+),
+
+truncates as (
+
+    select
+        consumer_name,
+        source_id,
+        source_schema,
+        source_table,
+        max(seq) as truncated_seq
+
+    from subscribed
+    where action = 'truncate'
+    group by consumer_name, source_id, source_schema, source_table
+
+),
+
+-- Every touch of a record key. An update that changed the primary key also deletes the old key.
+touches as (
+
+    select
+        consumer_name,
+        source_id,
+        source_schema,
+        source_table,
+        record_pk,
+        old_record_pk as moved_from_pk,
+        seq,
+        commit_lsn,
+        commit_idx,
+        committed_at,
+        action,
+        record
+
+    from subscribed
+    where action in ('insert', 'update', 'delete', 'read')
+
+    union all
+
+    select
+        consumer_name,
+        source_id,
+        source_schema,
+        source_table,
+        old_record_pk as record_pk,
+        cast(null as string) as moved_from_pk,
+        seq,
+        commit_lsn,
+        commit_idx,
+        committed_at,
+        'delete' as action,
+        cast(null as map<string, string>) as record
+
+    from subscribed
+    where action = 'update' and old_record_pk is not null and old_record_pk != record_pk
+
+),
+
+-- A truncate voids every touch of its table before it.
+live_touches as (
+
+    select touches.*
+    from touches
+    left join truncates
+        on
+            touches.consumer_name = truncates.consumer_name
+            and touches.source_id = truncates.source_id
+            and touches.source_schema = truncates.source_schema
+            and touches.source_table = truncates.source_table
+    where truncates.truncated_seq is null or touches.seq > truncates.truncated_seq
+
+),
+
+existing as (
+
+    {% if is_incremental() -%}
+        select
+            existing_records.*,
+            truncates.truncated_seq
+
+        from {{ this }} as existing_records
+        left join truncates
+            on
+                existing_records.consumer_name = truncates.consumer_name
+                and existing_records.source_id = truncates.source_id
+                and existing_records.source_schema = truncates.source_schema
+                and existing_records.source_table = truncates.source_table
+    {%- else -%}
+        select
+            cast(null as string) as consumer_name,
+            cast(null as string) as source_id,
+            cast(null as string) as source_schema,
+            cast(null as string) as source_table,
+            cast(null as string) as record_pk,
+            cast(null as map<string, string>) as record,
+            cast(null as bigint) as seq,
+            cast(null as bigint) as truncated_seq
+        where false
+    {%- endif %}
+
+),
+
+-- The record each key held before this run, unless a truncate in this run removed it.
+starting_records as (
+
+    select *
+    from existing
+    where truncated_seq is null or seq > truncated_seq
+
+),
+
+-- The old key's record as of just before an update moved it to a new key: the new key's
+-- starting point for the columns the update left out.
+moved_bases as (
+
+    select
+        moves.consumer_name,
+        moves.source_id,
+        moves.source_schema,
+        moves.source_table,
+        moves.record_pk,
+        moves.seq,
+        {{ fold_record(
+            "array_sort(
+                filter(collect_list(struct(prior.seq, prior.action, prior.record, cast(null as map<string, string>) as base)), p -> p.seq is not null),
+                (l, r) -> case when l.seq < r.seq then -1 when l.seq > r.seq then 1 else 0 end
+            )",
+            "first(starting_records.record, true)"
+        ) }} as base
+
+    from live_touches as moves
+    left join live_touches as prior
+        on
+            moves.consumer_name = prior.consumer_name
+            and moves.source_id = prior.source_id
+            and moves.source_schema = prior.source_schema
+            and moves.source_table = prior.source_table
+            and moves.moved_from_pk = prior.record_pk
+            and prior.seq < moves.seq
+    left join starting_records
+        on
+            moves.consumer_name = starting_records.consumer_name
+            and moves.source_id = starting_records.source_id
+            and moves.source_schema = starting_records.source_schema
+            and moves.source_table = starting_records.source_table
+            and moves.moved_from_pk = starting_records.record_pk
+    where moves.moved_from_pk is not null and moves.moved_from_pk != moves.record_pk
+    group by
+        moves.consumer_name,
+        moves.source_id,
+        moves.source_schema,
+        moves.source_table,
+        moves.record_pk,
+        moves.seq
+
+),
+
+touches_with_bases as (
+
+    select
+        live_touches.*,
+        moved_bases.base
+
+    from live_touches
+    left join moved_bases
+        on
+            live_touches.consumer_name = moved_bases.consumer_name
+            and live_touches.source_id = moved_bases.source_id
+            and live_touches.source_schema = moved_bases.source_schema
+            and live_touches.source_table = moved_bases.source_table
+            and live_touches.record_pk = moved_bases.record_pk
+            and live_touches.seq = moved_bases.seq
+
+),
+
+flattened as (
+
+    select
+        touches_with_bases.consumer_name,
+        touches_with_bases.source_id,
+        touches_with_bases.source_schema,
+        touches_with_bases.source_table,
+        touches_with_bases.record_pk,
+        {{ fold_record(
+            "array_sort(
+                collect_list(struct(touches_with_bases.seq, touches_with_bases.action, touches_with_bases.record, touches_with_bases.base)),
+                (l, r) -> case when l.seq < r.seq then -1 when l.seq > r.seq then 1 else 0 end
+            )",
+            "first(starting_records.record, true)"
+        ) }} as record,
+        max_by(
+            struct(
+                touches_with_bases.seq,
+                touches_with_bases.commit_lsn,
+                touches_with_bases.commit_idx,
+                touches_with_bases.committed_at,
+                touches_with_bases.action
+            ),
+            touches_with_bases.seq
+        ) as last_touch
+
+    from touches_with_bases
+    left join starting_records
+        on
+            touches_with_bases.consumer_name = starting_records.consumer_name
+            and touches_with_bases.source_id = starting_records.source_id
+            and touches_with_bases.source_schema = starting_records.source_schema
+            and touches_with_bases.source_table = starting_records.source_table
+            and touches_with_bases.record_pk = starting_records.record_pk
+    group by
+        touches_with_bases.consumer_name,
+        touches_with_bases.source_id,
+        touches_with_bases.source_schema,
+        touches_with_bases.source_table,
+        touches_with_bases.record_pk
+
+),
+
+applied as (
+
+    select
+        consumer_name,
+        source_id,
+        source_schema,
+        source_table,
+        record_pk,
+        record,
+        last_touch.seq as seq,
+        last_touch.commit_lsn as commit_lsn,
+        {{ lsn_to_text('last_touch.commit_lsn') }} as commit_lsn_text,
+        last_touch.commit_idx as commit_idx,
+        last_touch.committed_at as committed_at,
+        last_touch.action as action,
+        record is null as is_deleted
+
+    from flattened
+
+),
+
+{% if is_incremental() -%}
+-- Records a truncate in this run removed and no later touch brought back.
+truncated as (
+
+    select
+        existing.consumer_name,
+        existing.source_id,
+        existing.source_schema,
+        existing.source_table,
+        existing.record_pk,
+        cast(null as map<string, string>) as record,
+        existing.seq,
+        existing.commit_lsn,
+        existing.commit_lsn_text,
+        existing.commit_idx,
+        existing.committed_at,
+        'truncate' as action,
+        true as is_deleted
+
+    from existing
+    left anti join applied
+        on
+            existing.consumer_name = applied.consumer_name
+            and existing.source_id = applied.source_id
+            and existing.source_schema = applied.source_schema
+            and existing.source_table = applied.source_table
+            and existing.record_pk = applied.record_pk
+    where existing.seq < existing.truncated_seq
+
+),
+
+final as (
+
+    select * from applied
+    union all
+    select * from truncated
+
+)
+{%- else -%}
+final as (
+
+    select * except (is_deleted)
+    from applied
+    where not is_deleted
+
+)
+{%- endif %}
+
+select * from final

@@ -1,0 +1,126 @@
+-- consumer_records must hold exactly the keys whose last touch in sequin_events (a truncate of the
+-- table and a key-changing update count as touches) is not a delete, each at that touch's seq; and
+-- where that touch sent the whole row (insert, snapshot read) the record must be that row.
+with
+
+sequin as (
+
+    select * from {{ ref('sequin_events') }}
+
+),
+
+consumers as (
+
+    select * from {{ ref('consumers') }}
+
+),
+
+consumer_records as (
+
+    select * from {{ ref('consumer_records') }}
+
+),
+
+subscribed as (
+
+    select
+        consumers.consumer_name,
+        sequin.*
+
+    from sequin
+    inner join consumers
+        on concat(sequin.source_schema, '.', sequin.source_table)
+        like replace(replace(replace(consumers.table_pattern, '\\', '\\\\'), '_', '\\_'), '*', '%')
+
+),
+
+key_touches as (
+
+    select consumer_name, source_id, source_schema, source_table, record_pk, seq, action, record
+    from subscribed
+    where action in ('insert', 'update', 'delete', 'read')
+
+    union all
+
+    select
+        consumer_name,
+        source_id,
+        source_schema,
+        source_table,
+        old_record_pk as record_pk,
+        seq,
+        'delete' as action,
+        cast(null as map<string, string>) as record
+
+    from subscribed
+    where action = 'update' and old_record_pk != record_pk
+
+),
+
+last_touches as (
+
+    select *
+    from key_touches
+    qualify row_number() over (
+        partition by consumer_name, source_id, source_schema, source_table, record_pk
+        order by seq desc, case when action = 'delete' then 0 else 1 end
+    ) = 1
+
+),
+
+last_truncates as (
+
+    select consumer_name, source_id, source_schema, source_table, max(seq) as truncated_seq
+    from subscribed
+    where action = 'truncate'
+    group by consumer_name, source_id, source_schema, source_table
+
+),
+
+expected as (
+
+    select last_touches.*
+    from last_touches
+    left join last_truncates
+        on
+            last_touches.consumer_name = last_truncates.consumer_name
+            and last_touches.source_id = last_truncates.source_id
+            and last_touches.source_schema = last_truncates.source_schema
+            and last_touches.source_table = last_truncates.source_table
+    where
+        last_touches.action != 'delete'
+        and (last_truncates.truncated_seq is null or last_touches.seq > last_truncates.truncated_seq)
+
+),
+
+validation_errors as (
+
+    select
+        coalesce(expected.consumer_name, consumer_records.consumer_name) as consumer_name,
+        coalesce(expected.source_id, consumer_records.source_id) as source_id,
+        coalesce(expected.source_schema, consumer_records.source_schema) as source_schema,
+        coalesce(expected.source_table, consumer_records.source_table) as source_table,
+        coalesce(expected.record_pk, consumer_records.record_pk) as record_pk,
+        expected.seq as expected_seq,
+        consumer_records.seq as actual_seq
+
+    from expected
+    full outer join consumer_records
+        on
+            expected.consumer_name = consumer_records.consumer_name
+            and expected.source_id = consumer_records.source_id
+            and expected.source_schema = consumer_records.source_schema
+            and expected.source_table = consumer_records.source_table
+            and expected.record_pk = consumer_records.record_pk
+    where
+        expected.seq is null
+        or consumer_records.seq is null
+        or expected.seq != consumer_records.seq
+        or (
+            expected.action in ('insert', 'read')
+            and array_sort(map_entries(expected.record)) != array_sort(map_entries(consumer_records.record))
+        )
+
+)
+
+select * from validation_errors
