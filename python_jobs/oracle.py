@@ -25,8 +25,10 @@ text, from the catalog) before comparing, never compared as text:
 - ``json``/``jsonb`` -> the parsed JSON document (numbers as ``int``/``Decimal``): ``to_jsonb`` nests
   it as an object, wal2json and the landed map carry its text.
 - ``bytea`` -> ``bytes`` (``to_jsonb``: ``\\x0102``; wal2json: ``0102``).
-- ``uuid`` -> lower-case text; every other type (text, varchar, char, interval, arrays, ...) -> its
-  text as Postgres prints it, compared exactly.
+- arrays -> lists of their elements typed by the element type (``to_jsonb``: a JSON array;
+  wal2json: Postgres's array text ``{1,NULL,3}``).
+- ``uuid`` -> lower-case text; every other type (text, varchar, char, interval, inet, enums, money,
+  ...) -> its text as Postgres prints it, compared exactly (``to_jsonb`` uses the same text).
 
 A row's identity is its primary key (typed values in key order); rows of tables without one are
 compared as a multiset.
@@ -73,7 +75,9 @@ def typed_value(pg_type: str, value):
         return None
     kind = base_type(pg_type)
     if kind.endswith("[]"):
-        return value if isinstance(value, str) else json.dumps(value)
+        element_type = kind[:-2]
+        items = parse_pg_array(value) if isinstance(value, str) else value
+        return _typed_items(element_type, items)
     if kind in INTEGER_TYPES:
         return int(str(value))
     if kind == "numeric":
@@ -106,6 +110,55 @@ def typed_value(pg_type: str, value):
     if kind == "uuid":
         return str(value).lower()
     return value if isinstance(value, str) else json.dumps(value)
+
+
+def _typed_items(element_type: str, items):
+    if isinstance(items, list):
+        return [_typed_items(element_type, item) for item in items]
+    return typed_value(element_type, items)
+
+
+def parse_pg_array(text: str) -> list:
+    """Postgres's array text (``{1,NULL,"a b"}``, nested for more dimensions) as nested lists of
+    element texts, ``None`` for NULL."""
+    if text.startswith("["):  # explicit bounds, "[0:1]={...}"
+        text = text[text.index("=") + 1 :]
+    position = 0
+
+    def parse_list() -> list:
+        nonlocal position
+        assert text[position] == "{", text
+        position += 1
+        items: list = []
+        while position < len(text):
+            char = text[position]
+            if char == "}":
+                position += 1
+                return items
+            if char == ",":
+                position += 1
+            elif char == "{":
+                items.append(parse_list())
+            elif char == '"':
+                position += 1
+                chunk = []
+                while text[position] != '"':
+                    if text[position] == "\\":
+                        position += 1
+                    chunk.append(text[position])
+                    position += 1
+                position += 1
+                items.append("".join(chunk))
+            else:
+                end = position
+                while text[end] not in ",}":
+                    end += 1
+                token = text[position:end].strip()
+                items.append(None if token.upper() == "NULL" else token)
+                position = end
+        raise ValueError(f"unterminated array literal: {text!r}")
+
+    return parse_list()
 
 
 def _decimals(value):
@@ -144,9 +197,10 @@ def postgres_state(conn, tables: Iterable[str]) -> State:
     state: State = {}
     for name in tables:
         schema, table = _split(name)
-        query = sql.SQL("select to_jsonb(t)::text from {}.{} as t").format(
-            sql.Identifier(schema), sql.Identifier(table)
-        )
+        # A column named like the alias would shadow the row: the alias is one no table uses.
+        query = sql.SQL(
+            "select to_jsonb(wal_lake_oracle_row)::text from {}.{} as wal_lake_oracle_row"
+        ).format(sql.Identifier(schema), sql.Identifier(table))
         state[f"{schema}.{table}"] = [json.loads(row[0], parse_float=Decimal) for row in conn.execute(query)]
     return state
 

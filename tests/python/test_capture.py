@@ -388,3 +388,53 @@ def test_oracle_replay_equals_postgres(postgres, tmp_path, seed):
     workload.run_workload(dsn, seed=seed, transactions=150, sessions=4, create=False)
     assert run_capture(dsn, tmp_path, "--once", "--max-changes-per-file", "200") == 0
     assert_replay_matches(dsn, landed_lines(landed_files(tmp_path, source_id(dsn))))
+
+
+WIDE_TABLE = """
+create type mood as enum ('sad', 'ok', 'happy');
+create domain posint as integer check (value > 0);
+create table wide (
+    id bigint primary key,
+    i2 smallint, i4 integer, f4 real, f8 double precision, n numeric, n2 numeric(12, 2),
+    b boolean, t text, vc varchar(20), ch char(5), by bytea, j json, jb jsonb,
+    d date, ts timestamp, tstz timestamptz, tm time, tmtz timetz, iv interval,
+    u uuid, arr integer[], tarr text[], ip inet, m mood, pi posint, mo money
+);
+"""
+WIDE_ROWS = """
+insert into wide values
+ (1, -3, 2147483647, 1.1, 0.1, 123456789.000100, 10.50, true, 'quote " backslash \\ tab\t nl
+ é ✓', 'v', 'ab', '\\x00ff10', '{"a": [1, 2.50, null], "b": {"c": "d"}}', '{"z": 1.0, "a": "x"}',
+ '2026-02-28', '2026-01-01 12:34:56.789', '2026-06-30 23:59:59.999999+02', '08:00:01.5', '12:00:00+05:30',
+ '1 day 02:03:04', 'A0EEBC99-9C0B-4EF8-BB6D-6BB9BD380A11', '{1,NULL,3}', '{"a b","c,d",NULL,"e\\"f"}',
+ '10.0.0.1/8', 'happy', 5, 12.34),
+ (2, null, null, null, null, null, null, false, null, null, null, null, null, null, null, null, null,
+  null, null, null, null, null, null, null, null, null, null),
+ (3, 0, 0, -0.0, 1e300, -0.000001, 0, null, '', '', '', '\\x', '[]', '{}', '0001-01-01',
+  '1999-12-31 23:59:59', '1970-01-01 00:00:00+00', '00:00:00', '00:00:00-08', '-1 mons +2 days',
+  '00000000-0000-0000-0000-000000000000', '{}', '{}', '::1', 'sad', 1, -0.5);
+"""
+
+
+@pytest.mark.postgres
+def test_snapshot_renders_values_as_wal2json_and_oracle_types_them(postgres, tmp_path):
+    """Many column types: a snapshot R line carries the same columns as wal2json's I line for the
+    same row, and the oracle's typed comparison finds to_jsonb and wal2json values equal."""
+    dsn = fresh_database(postgres, "types")
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(WIDE_TABLE)
+    create_reference_slot(dsn)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(WIDE_ROWS)
+    assert run_capture(dsn, tmp_path, "--once", "--snapshot") == 0
+    streamed = [json.loads(line, parse_float=str) for line in peek_all(dsn, slot_name(dsn, "reference"))]
+    (snapshot_file,) = landed_files(tmp_path, source_id(dsn))
+    snapshot = [json.loads(line, parse_float=str) for line in snapshot_file.read_text().splitlines()]
+    inserts = {r["columns"][0]["value"]: r for r in streamed if r["action"] == "I"}
+    reads = {r["columns"][0]["value"]: r for r in snapshot if r["action"] == "R"}
+    assert sorted(reads) == sorted(inserts) == [1, 2, 3]
+    for key, insert in inserts.items():
+        assert reads[key]["columns"] == insert["columns"], f"row {key}"
+        assert reads[key]["pk"] == insert["pk"]
+    lines = snapshot_file.read_text().splitlines()
+    assert_replay_matches(dsn, lines)
