@@ -1,0 +1,7 @@
+"""``python -m python_jobs.ingest --help``."""
+
+import sys
+
+from python_jobs.ingest.job import main
+
+sys.exit(main())

@@ -1,0 +1,503 @@
+"""``python -m python_jobs.ingest``: land the landing zone's new files as the raw Delta tables.
+
+A thin shell: ``extract`` reads the planned files as numbered lines, the format modules transform
+them (``transform(lines) -> ChangeSet``), ``load`` writes a batch exactly once, ``main`` wires it up
+from the command line. Batches, their write-ahead plans and crash recovery: ``ledger`` and
+docs/ingestion.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TextIO
+
+from pyspark import StorageLevel
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from python_jobs.ingest.changeset import FORMAT_DEBEZIUM, FORMAT_WAL2JSON, ChangeSet
+from python_jobs.ingest.landing import LandingError, LandingFile, list_files, probe, read_lines
+from python_jobs.ingest.ledger import BATCHES, EVENTS, FILES, FRONTIER, REJECTS, FileState, Ledger
+
+FORMAT_AUTO = "auto"
+FORMATS = (FORMAT_AUTO, FORMAT_WAL2JSON, FORMAT_DEBEZIUM)
+DEFAULT_SCHEMA = "wal_lake_raw"
+
+KIND_LANDED = "landed"
+KIND_REJECTED = "rejected"
+KIND_CONTROL = "control"
+KIND_PENDING = "pending"
+
+
+class IngestError(RuntimeError):
+    """A run cannot go on; the message is one line for the user."""
+
+
+@dataclass
+class RunSummary:
+    batches: int = 0
+    files: int = 0
+    lines_read: int = 0
+    reread: int = 0  # lines read again because an earlier batch of this run left them pending
+    landed: int = 0
+    rejected: int = 0
+    control: int = 0
+    pending_end: int = 0
+    seconds: float = 0.0
+    run_pending: dict[str, int] = field(default_factory=dict, repr=False)
+
+    @property
+    def balanced(self) -> bool:
+        return self.lines_read - self.reread == self.landed + self.rejected + self.control + self.pending_end
+
+    def line(self) -> str:
+        rate = self.lines_read / self.seconds if self.seconds else 0.0
+        check = "ok" if self.balanced else "MISMATCH"
+        return (
+            f"ingest: {self.batches} batches, {self.files} files in {self.seconds:.1f}s "
+            f"({rate:,.0f} lines/s); lines read {self.lines_read - self.reread:,} = "
+            f"landed {self.landed:,} + rejected {self.rejected:,} + control {self.control:,} "
+            f"+ pending {self.pending_end:,} [{check}]"
+        )
+
+
+def transform_for(source_format: str) -> Callable[[DataFrame], ChangeSet]:
+    """The format's ``transform``; the Debezium module is imported only when a file needs it."""
+    try:
+        module = importlib.import_module(f"python_jobs.ingest.{source_format}")
+    except ModuleNotFoundError as exc:
+        if exc.name != f"python_jobs.ingest.{source_format}":
+            raise
+        raise IngestError(
+            f"format '{source_format}' is not available: python_jobs/ingest/{source_format}.py is missing"
+        ) from exc
+    return module.transform
+
+
+# --- extract ---------------------------------------------------------------------------------------
+
+
+def extract(spark: SparkSession, plan: list[dict]) -> DataFrame:
+    """The planned files as numbered lines (with each file's ``source_format``)."""
+    plan_df = spark.createDataFrame(
+        [(p["landing_file"], p["source_id"], p["source_format"], p["from_line"]) for p in plan],
+        "landing_file string, source_id string, source_format string, from_line bigint",
+    )
+    return read_lines(spark, plan_df, sorted({p["landing_file"] for p in plan}))
+
+
+# --- transform -------------------------------------------------------------------------------------
+
+
+def transform(lines: DataFrame, formats: list[str]) -> list[ChangeSet]:
+    """One ChangeSet per format present in the batch."""
+    return [
+        transform_for(fmt)(lines.where(F.col("source_format") == fmt).drop("source_format"))
+        for fmt in formats
+    ]
+
+
+def _union(frames: list[DataFrame]) -> DataFrame:
+    result = frames[0]
+    for frame in frames[1:]:
+        result = result.unionByName(frame)
+    return result
+
+
+# --- load ------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BatchResult:
+    files: list[dict]
+    landed: int
+    rejected: int
+    control: int
+    pending: int
+    lines_read: int
+
+
+def _file_outcomes(lines: DataFrame, sets: list[ChangeSet], plan: list[dict]) -> list[dict]:
+    """Per planned file: lines read, outcome counts and the line to start from next time."""
+    read = {
+        r.landing_file: r
+        for r in lines.groupBy("landing_file")
+        .agg(F.count("*").alias("n"), F.max("landing_line").alias("last"))
+        .collect()
+    }
+    tagged = []
+    for cs in sets:
+        tagged += [
+            cs.events.select("landing_file", "landing_line", F.lit(KIND_LANDED).alias("kind")),
+            cs.rejects.select("landing_file", "landing_line", F.lit(KIND_REJECTED).alias("kind")),
+            cs.pending.select("landing_file", "landing_line", F.lit(KIND_PENDING).alias("kind")),
+        ]
+        if cs.control is not None:
+            tagged.append(
+                cs.control.select("landing_file", "landing_line", F.lit(KIND_CONTROL).alias("kind"))
+            )
+    counts: dict[tuple[str, str], tuple[int, int]] = {
+        (r.landing_file, r.kind): (r.n, r.first)
+        for r in _union(tagged)
+        .groupBy("landing_file", "kind")
+        .agg(F.count("*").alias("n"), F.min("landing_line").alias("first"))
+        .collect()
+    }
+    checks_control = all(cs.control is not None for cs in sets)
+    outcomes = []
+    for p in plan:
+        path = p["landing_file"]
+        n_read = read[path].n if path in read else 0
+        to_line = read[path].last if path in read else p["from_line"] - 1
+        landed, rejected, control, pending = (counts.get((path, k), (0, None))[0] for k in _KINDS)
+        first_pending = counts.get((path, KIND_PENDING), (0, None))[1]
+        if not checks_control:
+            control = n_read - landed - rejected - pending
+        if landed + rejected + control + pending != n_read or control < 0:
+            raise IngestError(
+                f"accounting identity broken for {path}: read {n_read} != landed {landed} + rejected "
+                f"{rejected} + control {control} + pending {pending} (a transform bug)"
+            )
+        if pending and to_line - first_pending + 1 != pending:
+            raise IngestError(f"pending lines of {path} are not a tail of the file (a transform bug)")
+        outcomes.append(
+            {
+                **{k: p[k] for k in ("source_id", "landing_file", "source_format", "file_size", "from_line")},
+                "to_line": to_line,
+                "next_line": first_pending if pending else to_line + 1,
+                "lines_read": n_read,
+                "landed": landed,
+                "rejected": rejected,
+                "control": control,
+                "pending": pending,
+            }
+        )
+    return outcomes
+
+
+_KINDS = (KIND_LANDED, KIND_REJECTED, KIND_CONTROL, KIND_PENDING)
+
+
+def load(
+    ledger: Ledger,
+    batch_id: int,
+    planned_at: datetime,
+    plan: list[dict],
+    lines: DataFrame,
+    sets: list[ChangeSet],
+    frontiers: dict[str, int | None],
+) -> BatchResult:
+    """Write one batch's outputs exactly once, then mark it done. Updates ``frontiers`` in place."""
+    spark = ledger.spark
+    stamp = [F.lit(batch_id).alias("batch_id"), F.lit(planned_at).alias("ingested_at")]
+    events = _union([cs.events for cs in sets])
+    outcomes = _file_outcomes(lines, sets, plan)
+
+    ledger.append(EVENTS, events.select("*", *stamp), batch_id)
+    ledger.append(REJECTS, _union([cs.rejects for cs in sets]).select("*", *stamp), batch_id)
+
+    landed_max = {
+        r.source_id: r.lsn
+        for r in events.groupBy("source_id").agg(F.max("commit_lsn").alias("lsn")).collect()
+    }
+    for source_id in sorted({p["source_id"] for p in plan}):
+        known = [v for v in (frontiers.get(source_id), landed_max.get(source_id)) if v is not None]
+        frontiers[source_id] = max(known) if known else None
+    frontier_rows = [(s, frontiers[s], batch_id, planned_at) for s in sorted({p["source_id"] for p in plan})]
+    ledger.append(
+        FRONTIER,
+        spark.createDataFrame(
+            frontier_rows, "source_id string, frontier_lsn bigint, batch_id bigint, updated_at timestamp"
+        ),
+        batch_id,
+    )
+
+    done_at = datetime.now(UTC)
+    file_rows = [{**o, "batch_id": batch_id, "done_at": done_at} for o in outcomes]
+    ledger.append(FILES, spark.createDataFrame(file_rows, ledger.table(FILES).schema), batch_id)
+    return BatchResult(
+        files=outcomes,
+        landed=sum(o["landed"] for o in outcomes),
+        rejected=sum(o["rejected"] for o in outcomes),
+        control=sum(o["control"] for o in outcomes),
+        pending=sum(o["pending"] for o in outcomes),
+        lines_read=sum(o["lines_read"] for o in outcomes),
+    )
+
+
+# --- the run ---------------------------------------------------------------------------------------
+
+
+def _plan_new_batch(
+    spark: SparkSession,
+    listed: list[LandingFile],
+    states: dict[str, FileState],
+    source_format: str,
+    max_files: int | None,
+) -> list[dict]:
+    new = [f for f in listed if f.path not in states]
+    if max_files:
+        new = new[:max_files]
+    if not new:
+        return []
+    sources = {f.source_id for f in new}
+    present = {f.path for f in listed}
+    plan = [
+        {
+            "source_id": s.source_id,
+            "landing_file": s.landing_file,
+            "source_format": s.source_format,
+            "from_line": s.next_line,
+            "file_size": s.file_size,
+            "modified_at": None,
+        }
+        for s in sorted(states.values(), key=lambda s: s.landing_file)
+        if s.pending and s.source_id in sources and s.landing_file in present
+    ]
+    known = {s.source_id: s.source_format for s in states.values()}
+    for f in new:
+        if source_format == FORMAT_AUTO:
+            fmt = probe(spark, f.path, detect=True) or known.get(f.source_id) or FORMAT_WAL2JSON
+        else:
+            probe(spark, f.path, detect=False)
+            fmt = source_format
+        known.setdefault(f.source_id, fmt)
+        plan.append(
+            {
+                "source_id": f.source_id,
+                "landing_file": f.path,
+                "source_format": fmt,
+                "from_line": 1,
+                "file_size": f.size,
+                "modified_at": datetime.fromtimestamp(f.modified_ms / 1000, UTC),
+            }
+        )
+    return plan
+
+
+def _check_unchanged(listed: list[LandingFile], states: dict[str, FileState], plan: list[dict]) -> None:
+    sizes = {p["landing_file"]: p["file_size"] for p in plan}
+    sizes.update({path: s.file_size for path, s in states.items()})
+    for f in listed:
+        if f.path in sizes and sizes[f.path] != f.size:
+            raise IngestError(
+                f"landing file changed after it was planned or landed ({sizes[f.path]} -> {f.size} bytes): "
+                f"{f.path}; landing files must be immutable (write them elsewhere, then move them in)"
+            )
+
+
+def run_batch(
+    ledger: Ledger, batch_id: int, planned_at: datetime, plan: list[dict], frontiers: dict[str, int | None]
+) -> BatchResult:
+    """Execute a written plan: extract, transform, load. Safe to call again for the same plan."""
+    spark = ledger.spark
+    formats = sorted({p["source_format"] for p in plan})
+    for fmt in formats:
+        transform_for(fmt)  # fail before reading anything when a format module is missing
+    lines = extract(spark, plan).persist(StorageLevel.MEMORY_AND_DISK)
+    sets = transform(lines, formats)
+    shared = [cs.shared.persist(StorageLevel.MEMORY_AND_DISK) for cs in sets if cs.shared is not None]
+    try:
+        return load(ledger, batch_id, planned_at, plan, lines, sets, frontiers)
+    finally:
+        for df in shared:
+            df.unpersist()
+        lines.unpersist()
+
+
+def _write_plan(ledger: Ledger, batch_id: int, planned_at: datetime, plan: list[dict]) -> None:
+    rows = [{**p, "batch_id": batch_id, "planned_at": planned_at} for p in plan]
+    ledger.append(BATCHES, ledger.spark.createDataFrame(rows, ledger.table(BATCHES).schema), batch_id)
+    stored = {(p["landing_file"], p["from_line"]) for p in ledger.plan_of(batch_id)}
+    if stored != {(p["landing_file"], p["from_line"]) for p in plan}:
+        raise IngestError(
+            f"batch {batch_id} was planned by another ingestion run at the same time; run one at a time"
+        )
+
+
+def run(
+    spark: SparkSession,
+    landing: str,
+    sources: list[str] | None = None,
+    source_format: str = FORMAT_AUTO,
+    schema: str = DEFAULT_SCHEMA,
+    max_files_per_batch: int | None = None,
+    out: TextIO = sys.stdout,
+) -> RunSummary:
+    """Land every new file (and re-read pending tails) in batches; return the run's accounting."""
+    if source_format not in FORMATS:
+        raise IngestError(f"unknown format '{source_format}' (expected one of {', '.join(FORMATS)})")
+    started = time.monotonic()
+    try:
+        ledger = Ledger(spark, schema)
+    except ValueError as exc:
+        raise IngestError(str(exc)) from exc
+    listed = list_files(spark, landing, sources)
+    ledger.ensure_tables()
+    states = ledger.file_states()
+    frontiers = ledger.frontiers()
+    highest, planned, done = ledger.last_batch_ids()
+    summary = RunSummary()
+
+    def execute(batch_id: int, planned_at: datetime, plan: list[dict]) -> None:
+        t0 = time.monotonic()
+        summary.reread += sum(summary.run_pending.get(p["landing_file"], 0) for p in plan)
+        result = run_batch(ledger, batch_id, planned_at, plan, frontiers)
+        for o in result.files:
+            states[o["landing_file"]] = FileState(
+                o["source_id"],
+                o["landing_file"],
+                o["source_format"],
+                o["file_size"],
+                o["to_line"],
+                o["next_line"],
+            )
+            summary.run_pending[o["landing_file"]] = o["pending"]
+        summary.batches += 1
+        summary.files += len(plan)
+        summary.lines_read += result.lines_read
+        summary.landed += result.landed
+        summary.rejected += result.rejected
+        summary.control += result.control
+        elapsed = time.monotonic() - t0
+        print(
+            f"batch {batch_id}: {len(plan)} files, {result.lines_read:,} lines -> landed {result.landed:,}, "
+            f"rejected {result.rejected:,}, control {result.control:,}, pending {result.pending:,} "
+            f"({result.lines_read / elapsed if elapsed else 0:,.0f} lines/s); "
+            f"done so far: {summary.files} files, {summary.lines_read:,} lines",
+            file=out,
+            flush=True,
+        )
+
+    if planned > done:
+        plan = ledger.plan_of(planned)
+        planned_at = plan[0]["planned_at"]
+        _check_unchanged(listed, {}, plan)
+        print(f"batch {planned}: resuming an unfinished batch of {len(plan)} files", file=out, flush=True)
+        execute(planned, planned_at, plan)
+    _check_unchanged(listed, states, [])
+
+    batch_id = max(highest, planned)
+    while True:
+        plan = _plan_new_batch(spark, listed, states, source_format, max_files_per_batch)
+        if not plan:
+            break
+        batch_id += 1
+        planned_at = datetime.now(UTC)
+        _write_plan(ledger, batch_id, planned_at, plan)
+        execute(batch_id, planned_at, plan)
+
+    summary.pending_end = sum(summary.run_pending.values())
+    summary.seconds = time.monotonic() - started
+    return summary
+
+
+# --- main ------------------------------------------------------------------------------------------
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be a positive integer")
+    return value
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    env = os.environ
+    parser = argparse.ArgumentParser(
+        prog="python -m python_jobs.ingest",
+        description=(
+            "Land new CDC files (wal2json format-version 2 or Debezium JSON Lines, optionally .gz) from a "
+            "landing zone (one folder per source_id) as the Delta tables wal_events, wal_rejects and "
+            "wal_frontier. Exactly once per file and safe to kill at any point: rerun to finish."
+        ),
+        epilog="An option's environment variable applies when the option is not given. "
+        "See docs/ingestion.md.",
+    )
+    parser.add_argument(
+        "--landing",
+        metavar="PATH",
+        default=env.get("WAL_LAKE_LANDING"),
+        required="WAL_LAKE_LANDING" not in env,
+        help="root of the landing zone, any path Spark reads (env WAL_LAKE_LANDING)",
+    )
+    parser.add_argument(
+        "--source",
+        metavar="ID",
+        action="append",
+        dest="sources",
+        help="a source_id (a folder of the landing zone) to ingest; repeatable; default: every folder",
+    )
+    parser.add_argument(
+        "--format",
+        metavar="{auto,wal2json,debezium}",
+        default=env.get("WAL_LAKE_INGEST_FORMAT", FORMAT_AUTO),
+        help="input format; auto detects it per file from its first parsable line "
+        "(choices: auto, wal2json, debezium; env WAL_LAKE_INGEST_FORMAT; default auto)",
+    )
+    parser.add_argument(
+        "--target-schema",
+        metavar="NAME",
+        default=env.get("WAL_LAKE_RAW_SCHEMA", DEFAULT_SCHEMA),
+        help=f"schema of the landed tables (env WAL_LAKE_RAW_SCHEMA; default {DEFAULT_SCHEMA})",
+    )
+    parser.add_argument(
+        "--max-files-per-batch",
+        metavar="N",
+        type=_positive_int,
+        default=_positive_int(env["WAL_LAKE_MAX_FILES_PER_BATCH"])
+        if env.get("WAL_LAKE_MAX_FILES_PER_BATCH")
+        else None,
+        help="land at most N new files per batch "
+        "(env WAL_LAKE_MAX_FILES_PER_BATCH; default: all in one batch)",
+    )
+    return parser.parse_args(argv)
+
+
+def _one_line(exc: BaseException) -> str:
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    text = next((line for line in lines if not line.startswith("An error occurred while calling")), None)
+    return (text or type(exc).__name__)[:400]
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.format not in FORMATS:
+        print(
+            f"ingest: error: unknown format '{args.format}' (choose from {', '.join(FORMATS)})",
+            file=sys.stderr,
+        )
+        return 2
+    from python_jobs.spark_session import SparkSetupError, get_spark
+
+    try:
+        spark = get_spark("wal_lake_ingest")
+    except SparkSetupError as exc:
+        print(f"ingest: error: {exc}", file=sys.stderr)
+        return 2
+    try:
+        summary = run(
+            spark,
+            landing=args.landing,
+            sources=args.sources,
+            source_format=args.format,
+            schema=args.target_schema,
+            max_files_per_batch=args.max_files_per_batch,
+        )
+    except (LandingError, IngestError) as exc:
+        print(f"ingest: error: {exc}", file=sys.stderr)
+        return 2 if isinstance(exc, LandingError) else 1
+    except Exception as exc:  # Spark and Delta failures: one line here, the details in Spark's log
+        print(
+            f"ingest: error: {_one_line(exc)} (rerun to resume: nothing is lost or doubled)", file=sys.stderr
+        )
+        return 1
+    print(summary.line(), flush=True)
+    return 0 if summary.balanced else 1

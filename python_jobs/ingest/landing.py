@@ -1,0 +1,157 @@
+"""The landing zone: listing its files, probing their format, reading them as numbered lines.
+
+Paths go through Hadoop's FileSystem API (via the Spark session's JVM), so the landing zone can be
+anything Spark reads: a local directory, ``s3a://``, ``abfss://``. Names starting with ``.`` or ``_``
+are skipped, as Spark itself skips them: a writer can fill ``.part`` or ``_tmp`` files and rename them
+into place once complete.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from python_jobs.ingest.changeset import FORMAT_DEBEZIUM, FORMAT_WAL2JSON
+
+# How far into a file format detection looks for its first parsable line.
+PROBE_LINES = 100
+_DEBEZIUM_KEYS = {"payload", "schema", "op", "before", "after", "source", "key", "value", "status"}
+
+
+class LandingError(RuntimeError):
+    """The landing zone or one of its files cannot be used; the message is one line for the user."""
+
+
+@dataclass(frozen=True)
+class LandingFile:
+    source_id: str
+    path: str
+    size: int
+    modified_ms: int
+
+
+def _fs(spark: SparkSession, path: str):
+    jvm = spark.sparkContext._jvm
+    hpath = jvm.org.apache.hadoop.fs.Path(path)
+    return hpath, hpath.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+
+
+def _hidden(name: str) -> bool:
+    return name.startswith((".", "_"))
+
+
+def list_files(spark: SparkSession, landing: str, sources: list[str] | None) -> list[LandingFile]:
+    """Every visible file under ``landing/<source_id>/`` (recursively), sorted by source and path."""
+    root, fs = _fs(spark, landing)
+    try:
+        if not fs.exists(root) or not fs.getFileStatus(root).isDirectory():
+            raise LandingError(f"landing path not found or not a directory: {landing}")
+        folders = {st.getPath().getName(): st.getPath() for st in fs.listStatus(root) if st.isDirectory()}
+    except LandingError:
+        raise
+    except Exception as exc:  # py4j wraps the JVM's IOException
+        raise LandingError(f"cannot list landing path {landing}: {_first_line(exc)}") from exc
+    wanted = sources if sources else sorted(name for name in folders if not _hidden(name))
+    missing = [s for s in wanted if s not in folders]
+    if missing:
+        raise LandingError(f"no folder for source '{missing[0]}' under landing path {landing}")
+    found: list[LandingFile] = []
+    for source_id in wanted:
+        it = fs.listFiles(folders[source_id], True)
+        while it.hasNext():
+            st = it.next()
+            rel = st.getPath().toString()[len(folders[source_id].toString()) :]
+            if any(_hidden(part) for part in rel.split("/") if part):
+                continue
+            found.append(
+                LandingFile(source_id, st.getPath().toString(), st.getLen(), st.getModificationTime())
+            )
+    return sorted(found, key=lambda f: (f.source_id, f.path))
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+def detect_format(line: str) -> str | None:
+    """The format of one JSON line, or None when it is not a JSON object of a known format."""
+    try:
+        obj = json.loads(line)
+    except ValueError:
+        return None
+    if not isinstance(obj, dict):
+        return None
+    if "action" in obj:
+        return FORMAT_WAL2JSON
+    if _DEBEZIUM_KEYS & obj.keys():
+        return FORMAT_DEBEZIUM
+    return "unknown"
+
+
+def probe(spark: SparkSession, path: str, detect: bool) -> str | None:
+    """Open ``path`` (decompressing by its extension) and, when ``detect``, return the format of its
+    first parsable line (None if no line in the first ``PROBE_LINES`` parses). Raises LandingError
+    when the file cannot be read or its first JSON line is of no known format."""
+    jvm = spark.sparkContext._jvm
+    hpath, fs = _fs(spark, path)
+    try:
+        stream = fs.open(hpath)
+        codec = jvm.org.apache.hadoop.io.compress.CompressionCodecFactory(
+            spark.sparkContext._jsc.hadoopConfiguration()
+        ).getCodec(hpath)
+        if codec is not None:
+            stream = codec.createInputStream(stream)
+        reader = jvm.java.io.BufferedReader(jvm.java.io.InputStreamReader(stream, "UTF-8"))
+        try:
+            for _ in range(PROBE_LINES if detect else 1):
+                line = reader.readLine()
+                if line is None or not detect:
+                    return None
+                fmt = detect_format(line)
+                if fmt == "unknown":
+                    raise LandingError(
+                        f"cannot detect the format of {path}: its first JSON line is neither wal2json "
+                        "nor Debezium (pass --format)"
+                    )
+                if fmt is not None:
+                    return fmt
+            return None
+        finally:
+            reader.close()
+    except LandingError:
+        raise
+    except Exception as exc:
+        raise LandingError(f"cannot read landing file {path}: {_first_line(exc)}") from exc
+
+
+def read_lines(spark: SparkSession, plan: DataFrame, paths: list[str]) -> DataFrame:
+    """The planned files as numbered lines: (source_id, landing_file, landing_line, line, source_format).
+
+    ``plan`` has (landing_file, source_id, source_format, from_line); a file is read whole (so a
+    file must fit in one task's memory, and below 2 GB) and only lines from ``from_line`` on are kept.
+    A trailing newline does not make an extra empty line; ``\\r\\n`` endings lose their ``\\r``.
+    """
+    parts = F.split(F.col("value"), "\n")
+    numbered = (
+        spark.read.text(paths, wholetext=True)
+        .select(
+            F.col("_metadata.file_path").alias("landing_file"),
+            F.posexplode(parts).alias("idx", "line"),
+            F.size(parts).alias("parts"),
+        )
+        .where(~((F.col("idx") == F.col("parts") - 1) & (F.col("line") == "")))
+        .select(
+            "landing_file",
+            (F.col("idx") + 1).cast("bigint").alias("landing_line"),
+            F.regexp_replace("line", "\r$", "").alias("line"),
+        )
+    )
+    return (
+        numbered.join(F.broadcast(plan), on="landing_file", how="inner")
+        .where(F.col("landing_line") >= F.col("from_line"))
+        .select("source_id", "landing_file", "landing_line", "line", "source_format")
+    )

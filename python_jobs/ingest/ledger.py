@@ -1,0 +1,186 @@
+"""The landed tables and the ingestion ledger (write-ahead batch plans and their outcomes).
+
+A batch is planned, executed, then marked done (docs/ingestion.md):
+
+1. ``wal_batches`` gets the plan, in one Delta commit: one row per file with the line to start
+   from. From then on the batch's input is fixed.
+2. ``wal_events``, ``wal_rejects`` and ``wal_frontier`` are appended with Delta idempotent writes
+   (``txnAppId`` per table, ``txnVersion`` = batch_id): re-executing a batch after a crash skips
+   every write that already committed.
+3. ``wal_files`` gets the outcome of every planned file, in one commit: that commit is the batch's
+   "done" mark. A planned batch without outcome rows is unfinished and is re-executed first.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import (
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+from python_jobs.ingest.changeset import EVENTS_SCHEMA, REJECTS_SCHEMA
+
+EVENTS = "wal_events"
+REJECTS = "wal_rejects"
+FRONTIER = "wal_frontier"
+BATCHES = "wal_batches"
+FILES = "wal_files"
+
+_BATCH_COLUMNS = [StructField("batch_id", LongType()), StructField("ingested_at", TimestampType())]
+
+SCHEMAS: dict[str, StructType] = {
+    EVENTS: StructType(EVENTS_SCHEMA.fields + _BATCH_COLUMNS),
+    REJECTS: StructType(REJECTS_SCHEMA.fields + _BATCH_COLUMNS),
+    FRONTIER: StructType(
+        [
+            StructField("source_id", StringType()),
+            StructField("frontier_lsn", LongType()),
+            StructField("batch_id", LongType()),
+            StructField("updated_at", TimestampType()),
+        ]
+    ),
+    BATCHES: StructType(
+        [
+            StructField("batch_id", LongType()),
+            StructField("source_id", StringType()),
+            StructField("landing_file", StringType()),
+            StructField("source_format", StringType()),
+            StructField("from_line", LongType()),
+            StructField("file_size", LongType()),
+            StructField("modified_at", TimestampType()),
+            StructField("planned_at", TimestampType()),
+        ]
+    ),
+    FILES: StructType(
+        [
+            StructField("batch_id", LongType()),
+            StructField("source_id", StringType()),
+            StructField("landing_file", StringType()),
+            StructField("source_format", StringType()),
+            StructField("file_size", LongType()),
+            StructField("from_line", LongType()),
+            StructField("to_line", LongType()),
+            StructField("next_line", LongType()),
+            StructField("lines_read", LongType()),
+            StructField("landed", LongType()),
+            StructField("rejected", LongType()),
+            StructField("control", LongType()),
+            StructField("pending", LongType()),
+            StructField("done_at", TimestampType()),
+        ]
+    ),
+}
+
+_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+@dataclass(frozen=True)
+class FileState:
+    """Where a landed file stands after its latest batch."""
+
+    source_id: str
+    landing_file: str
+    source_format: str
+    file_size: int
+    to_line: int
+    next_line: int
+
+    @property
+    def pending(self) -> bool:
+        return self.next_line <= self.to_line
+
+
+class Ledger:
+    """The raw schema's tables, as used by one ingestion run."""
+
+    def __init__(self, spark: SparkSession, schema: str) -> None:
+        if not _IDENTIFIER.match(schema):
+            raise ValueError(f"invalid target schema name: {schema!r}")
+        self.spark = spark
+        self.schema = schema
+
+    def name(self, table: str) -> str:
+        return f"{self.schema}.{table}"
+
+    def ensure_tables(self) -> None:
+        from delta.tables import DeltaTable
+
+        self.spark.sql(f"create schema if not exists {self.schema}")
+        for table, schema in SCHEMAS.items():
+            DeltaTable.createIfNotExists(self.spark).tableName(self.name(table)).addColumns(schema).execute()
+
+    def table(self, table: str) -> DataFrame:
+        return self.spark.table(self.name(table))
+
+    def append(self, table: str, df: DataFrame, batch_id: int) -> None:
+        """Append once per batch: a re-executed batch's write of an already committed table is skipped."""
+        (
+            df.select(*[F.col(f.name).cast(f.dataType) for f in SCHEMAS[table].fields])
+            .write.format("delta")
+            .mode("append")
+            .option("txnAppId", f"wal_lake/{self.schema}/{table}")
+            .option("txnVersion", batch_id)
+            .saveAsTable(self.name(table))
+        )
+
+    def last_batch_ids(self) -> tuple[int, int, int]:
+        """(greatest batch_id in any table, greatest planned, greatest done).
+
+        New batch ids start above every id any table has seen: Delta skips an idempotent write whose
+        txnVersion is not above the last one committed for its txnAppId, so reusing an id (say, after
+        the ledger tables were dropped but wal_events kept) would silently drop a batch."""
+        highest = {
+            table: self.table(table).agg(F.max("batch_id")).first()[0] or 0
+            for table in (BATCHES, EVENTS, REJECTS, FRONTIER, FILES)
+        }
+        return max(highest.values()), highest[BATCHES], highest[FILES]
+
+    def plan_of(self, batch_id: int) -> list[dict]:
+        rows = self.table(BATCHES).where(F.col("batch_id") == batch_id).collect()
+        return [row.asDict() for row in rows]
+
+    def file_states(self) -> dict[str, FileState]:
+        """The latest outcome of every landed file (one small row per file)."""
+        latest = (
+            self.table(FILES)
+            .groupBy("landing_file")
+            .agg(F.max_by(F.struct(*[c for c in SCHEMAS[FILES].fieldNames()]), "batch_id").alias("f"))
+            .select("f.*")
+        )
+        return {
+            row.landing_file: FileState(
+                row.source_id, row.landing_file, row.source_format, row.file_size, row.to_line, row.next_line
+            )
+            for row in latest.collect()
+        }
+
+    def frontiers(self) -> dict[str, int | None]:
+        latest = (
+            self.table(FRONTIER).groupBy("source_id").agg(F.max_by("frontier_lsn", "batch_id").alias("lsn"))
+        )
+        return {row.source_id: row.lsn for row in latest.collect()}
+
+    def totals(self) -> dict[str, int]:
+        """The accounting identity over every batch ever done, from the ledger alone."""
+        files = self.table(FILES)
+        sums = files.agg(
+            *[F.coalesce(F.sum(c), F.lit(0)).alias(c) for c in ("landed", "rejected", "control")]
+        )
+        latest = files.groupBy("landing_file").agg(
+            F.max_by("pending", "batch_id").alias("pending"), F.max_by("to_line", "batch_id").alias("lines")
+        )
+        tail = latest.agg(
+            F.coalesce(F.sum("pending"), F.lit(0)).alias("pending"),
+            F.coalesce(F.sum("lines"), F.lit(0)).alias("lines"),
+        )
+        totals = sums.first().asDict()
+        totals.update(tail.first().asDict())
+        return totals
