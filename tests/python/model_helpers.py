@@ -87,6 +87,7 @@ def land(spark, changes: list[dict], batch_id: int, frontier: dict[str, int] | N
 def consumer_state(spark, consumer: str = "all_tables") -> dict:
     """consumer_records as {(table, record_pk): record dict} for one consumer."""
     rows = spark.sql(
-        f"select source_table, record_pk, record from wal_lake.consumer_records where consumer_name = '{consumer}'"
+        "select source_table, record_pk, record from wal_lake.consumer_records "
+        f"where consumer_name = '{consumer}'"
     ).collect()
     return {(r.source_table, r.record_pk): dict(r.record) for r in rows}
