@@ -438,3 +438,56 @@ def test_snapshot_renders_values_as_wal2json_and_oracle_types_them(postgres, tmp
         assert reads[key]["pk"] == insert["pk"]
     lines = snapshot_file.read_text().splitlines()
     assert_replay_matches(dsn, lines)
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("snapshot", [True, False], ids=["snapshot", "plain"])
+def test_slot_broken_by_a_concurrent_truncate_is_created_again(postgres, tmp_path, capsys, snapshot):
+    """Postgres 15.20 creates a slot that can never decode when, during its creation, a TRUNCATE
+    commits between its full-snapshot and consistent points and a transaction writing the truncated
+    table spans the consistent point ("could not map filenode ... to relation OID"). This is that
+    interleaving, step by step; the capture job must notice before landing anything and start over."""
+    dsn = fresh_database(postgres, "broken_slot")
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(
+            "create table x (id int primary key, v text); create table other (id serial primary key)"
+        )
+        conn.execute("insert into x values (1, 'a')")
+    sessions = [psycopg.connect(dsn) for _ in range(4)]
+    results: list[int] = []
+    try:
+        sessions[0].execute("insert into other default values")  # slot creation waits for it
+        extra = ("--snapshot",) if snapshot else ()
+        creator = threading.Thread(
+            target=lambda: results.append(
+                capture.main(
+                    ["--dsn", dsn, "--slot", slot_name(dsn), "--landing", str(tmp_path), "--once", *extra]
+                )
+            )
+        )
+        creator.start()
+        time.sleep(0.5)
+        sessions[1].execute("truncate x")  # a new relfilenode, in a transaction the slot waits for
+        sessions[3].execute("insert into other default values")
+        sessions[0].commit()  # the slot reaches its full snapshot
+        time.sleep(0.5)
+        sessions[1].commit()  # the truncate commits before the consistent point
+        sessions[2].execute("insert into x values (2, 'b')")  # writes the new relfilenode, spans it
+        time.sleep(0.2)
+        sessions[3].commit()  # the slot becomes consistent
+        time.sleep(0.5)
+        sessions[2].commit()
+        creator.join(timeout=60)
+    finally:
+        for session in sessions:
+            session.close()
+    assert results == [0]
+    assert "cannot decode its first transactions" in capsys.readouterr().err
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("insert into x values (3, 'c')")
+        conn.execute("truncate other")
+    assert run_capture(dsn, tmp_path, "--once", *extra) == 0
+    lines = landed_lines(landed_files(tmp_path, source_id(dsn)))
+    assert any('"value":3' in line for line in lines)
+    if snapshot:
+        assert_replay_matches(dsn, lines)
