@@ -1,0 +1,627 @@
+"""The Debezium transform on hand-written Debezium 2.x Postgres events, one rule per test.
+
+Every scenario is its own source_id in one input DataFrame, so the transform runs once for the module
+(plus once without a registry, and once over a generated landing zone); each test reads its source.
+Events follow what the Postgres connector emits with the JSON converter: ``source`` with version,
+connector, name, ts_ms, snapshot, db, sequence (``["<last commit LSN>","<event LSN>"]``), schema,
+table, txId, lsn, xmin; then op, ts_ms, before, after and transaction.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from datetime import UTC, datetime
+
+import pytest
+
+from python_jobs import sample_data
+from python_jobs.ingest import debezium
+from python_jobs.ingest.changeset import EVENTS_SCHEMA, LINES_SCHEMA, PENDING_SCHEMA, REJECTS_SCHEMA
+
+SOURCE = "shop_debezium"
+TS_MS = 1_795_132_800_123  # 2026-11-20 21:20:00.123 UTC
+UNAVAILABLE = "__debezium_unavailable_value"
+
+# Transactions of the examples: (previous commit LSN, txId). Commit LSNs grow in commit order.
+T1 = (24_000_000, 701)
+T2 = (24_001_000, 702)
+T3 = (24_002_000, 703)
+T4 = (24_003_000, 704)
+
+
+def source_block(table, lsn, txid, last_commit, snapshot="false", schema="public", ts_ms=TS_MS):
+    seq0 = None if last_commit is None else str(last_commit)
+    return {
+        "version": "2.7.3.Final",
+        "connector": "postgresql",
+        "name": "shop",
+        "ts_ms": ts_ms,
+        "snapshot": snapshot,
+        "db": "shop",
+        "sequence": json.dumps([seq0, str(lsn)]),
+        "ts_us": ts_ms * 1000,
+        "ts_ns": ts_ms * 1_000_000,
+        "schema": schema,
+        "table": table,
+        "txId": txid,
+        "lsn": lsn,
+        "xmin": None,
+    }
+
+
+def value(op, txn, lsn, table="customers", before=None, after=None, snapshot="false", total_order=None):
+    last_commit, txid = txn if txn else (None, None)
+    val = {
+        "before": before,
+        "after": after,
+        "source": source_block(table, lsn, txid, last_commit, snapshot),
+        "transaction": None,
+        "op": op,
+        "ts_ms": TS_MS + 7,
+    }
+    if total_order is not None:
+        val["transaction"] = {
+            "id": f"{txid}:{last_commit}",
+            "total_order": total_order,
+            "data_collection_order": total_order,
+        }
+    return val
+
+
+def with_schema(payload: dict, name: str) -> dict:
+    """The JSON converter's ``schemas.enable=true`` wrapper (schema abridged to its shape)."""
+    fields = [{"type": "string", "optional": True, "field": k} for k in payload if k != "source"]
+    return {
+        "schema": {"type": "struct", "fields": fields, "optional": False, "name": name},
+        "payload": payload,
+    }
+
+
+def keyed(key: dict | None, val: dict | None) -> dict:
+    return {"key": key, "value": val}
+
+
+def customer(cid, email="a@example.com", bio=None, balance="10.50"):
+    return {"id": cid, "email": email, "bio": bio, "balance": balance, "updated_at": "2026-01-01T00:00:00Z"}
+
+
+FILE = "0000000001700000.jsonl"
+
+
+def closer(lsn=24_009_000):
+    """A later transaction: it proves every transaction before it complete (and is itself pending)."""
+    return value("c", (lsn - 500, 799), lsn, after=customer(999))
+
+
+def _missing(field, setting=None, delete=False):
+    v = value("c", T1, 24_000_100, after=customer(1))
+    if delete:
+        del v["source"][field]
+    else:
+        v["source"][field] = setting
+    return json.dumps(v)
+
+
+def _snapshot(rows, lsn=23_900_000, last=True):
+    out = []
+    for n, (table, after) in enumerate(rows):
+        flag = "first" if n == 0 else "last" if n == len(rows) - 1 and last else "true"
+        out.append(value("r", (None, 690), lsn, table=table, after=after, snapshot=flag))
+    return out
+
+
+def _bare_value():
+    v = value("c", T1, 24_000_100, after=customer(1, bio='{"nested": [1, 2.50]}', balance=None))
+    v["after"]["score"] = 10.50  # a JSON number keeps its text: json.dumps writes 10.5, so patch it
+    return json.dumps(v, separators=(",", ":")).replace('"score":10.5', '"score":10.50')
+
+
+def _composite_key_line(wrapped: bool):
+    key = {"order_id": 7, "line_no": 2}
+    val = value("c", T1, 24_000_100, table="order_items", after={"order_id": 7, "line_no": 2, "sku": "SKU-1"})
+    if wrapped:
+        key = with_schema(key, "shop.public.order_items.Key")
+        val = with_schema(val, "shop.public.order_items.Envelope")
+    return keyed(key, val)
+
+
+UNKNOWN_KEY_LINE = json.dumps(value("c", T1, 24_000_100, table="orders", after={"id": 1, "status": "new"}))
+REJECTED = [
+    '{"before":null,"after":{"id":1}',
+    "",
+    json.dumps(value("x", T1, 24_000_100, after=customer(1))),
+    json.dumps({"hello": "world"}),
+    _missing("lsn", delete=True),
+    _missing("ts_ms"),
+    _missing("txId"),
+    json.dumps(value("c", T1, 24_000_200)),
+    json.dumps(value("c", T1, 24_000_300, after={"email": "no-id@example.com"})),
+]
+PARTIAL_SNAPSHOT = _snapshot([("customers", customer(n)) for n in (1, 2, 3)], last=False)
+FIRST_TX = (None, 700)  # the first transaction after a snapshot: Debezium has seen no commit yet
+TXN3 = [value("c", T1, 24_000_100 + n, after=customer(n)) for n in range(3)]
+_message = value("m", T1, 24_000_100)
+_message["source"]["schema"] = _message["source"]["table"] = ""
+_message["message"] = {"prefix": "audit", "content": "aGVsbG8="}
+_before_key_only = {"id": 1, "email": None, "bio": None, "balance": None, "updated_at": None}
+
+# scenario -> [(file, [record (dict or raw line), ...]), ...]
+SCENARIOS: dict[str, list[tuple[str, list]]] = {
+    "bare_value": [(FILE, [_bare_value(), closer()])],
+    "nested": [
+        (FILE, [value("c", T1, 24_000_100, after={"id": 1, "geo": {"srid": 4326, "wkb": "AQ=="}}), closer()])
+    ],
+    "composite_key_bare": [(FILE, [_composite_key_line(False), closer()])],
+    "composite_key_wrapped": [(FILE, [_composite_key_line(True), closer()])],
+    "wrapped_value_registry": [
+        (
+            FILE,
+            [
+                with_schema(value("c", T1, 24_000_100, after=customer(5)), "shop.public.customers.Envelope"),
+                closer(),
+            ],
+        )
+    ],
+    "kafka_key_wins": [
+        (FILE, [keyed({"email": "a@example.com"}, value("c", T1, 24_000_100, after=customer(1))), closer()])
+    ],
+    "unknown_key": [(FILE, [UNKNOWN_KEY_LINE, value("c", T1, 24_000_200, after=customer(2)), closer()])],
+    "toast": [
+        (
+            FILE,
+            [
+                value("u", T1, 24_000_100, after=customer(1, email="new@example.com", bio=UNAVAILABLE)),
+                value(
+                    "u",
+                    T1,
+                    24_000_200,
+                    before=customer(2, email="old@example.com", bio=UNAVAILABLE),
+                    after=customer(2, email="new@example.com", bio=UNAVAILABLE),
+                ),
+                closer(),
+            ],
+        )
+    ],
+    "key_change": [
+        (
+            FILE,
+            [
+                keyed({"id": 3}, value("c", T1, 24_000_100, after=customer(3))),
+                keyed({"id": 1}, value("d", T1, 24_000_100, before=_before_key_only)),
+                keyed(
+                    {"id": 4},
+                    value(
+                        "u",
+                        T1,
+                        24_000_200,
+                        before=customer(2, balance="1.00"),
+                        after=customer(4, balance="1.00"),
+                    ),
+                ),
+                closer(),
+            ],
+        )
+    ],
+    "delete_no_before": [(FILE, [keyed({"id": 8}, value("d", T1, 24_000_100, before=None)), closer()])],
+    "truncate": [
+        (
+            FILE,
+            [
+                keyed(None, value("t", T1, 24_000_100, table="order_items")),
+                keyed(
+                    {"order_id": 1, "line_no": 1},
+                    value("c", T1, 24_000_200, table="order_items", after={"order_id": 1, "line_no": 1}),
+                ),
+                closer(),
+            ],
+        )
+    ],
+    # T2 began before T1 (lower event LSNs) but committed after it: sequence[0] orders it later.
+    "commit_order": [
+        (
+            FILE,
+            [
+                value("c", T2, 23_999_500, after=customer(21)),
+                value("c", T1, 24_000_100, after=customer(11)),
+                value("u", T2, 23_999_600, after=customer(21, email="x@example.com")),
+                value("c", T1, 24_000_050, after=customer(10)),
+                closer(),
+            ],
+        )
+    ],
+    "total_order": [
+        (
+            FILE,
+            [
+                value("c", T1, 24_000_300, after=customer(1), total_order=2),
+                value("c", T1, 24_000_100, after=customer(2), total_order=1),
+                closer(),
+            ],
+        )
+    ],
+    # The same transaction again in a copied file, after a replay of its last event.
+    "duplicates": [(FILE, TXN3), ("0000000001700000_copy.jsonl", [TXN3[2], *TXN3, closer()])],
+    "trailing": [
+        (
+            FILE,
+            [
+                value("c", T1, 24_000_100, after=customer(1)),
+                value("c", T2, 24_001_100, after=customer(2)),
+                "{not json",  # after the pending start: pending too, so never rejected twice
+                value("u", T2, 24_001_200, after=customer(2, email="b@example.com")),
+            ],
+        )
+    ],
+    "trailing_two_files": [
+        (
+            "A.jsonl",
+            [value("c", T1, 24_000_100, after=customer(1)), value("c", T2, 24_001_100, after=customer(2))],
+        ),
+        ("B.jsonl", ["garbage", value("c", T2, 24_001_200, after=customer(3))]),
+    ],
+    "snapshot": [
+        (FILE, _snapshot([("customers", customer(2)), ("customers", customer(1)), ("accounts", {"id": 5})]))
+    ],
+    "snapshot_in_progress": [(FILE, PARTIAL_SNAPSHOT)],
+    # Streaming after the snapshot: the first transaction has sequence[0] null.
+    "snapshot_then_streaming": [
+        (
+            FILE,
+            [
+                *PARTIAL_SNAPSHOT,
+                value("u", FIRST_TX, 23_950_100, after=customer(1, email="s@example.com")),
+                value("c", FIRST_TX, 23_950_200, after=customer(4)),
+                value("c", (23_950_300, 701), 23_951_000, after=customer(5)),
+            ],
+        )
+    ],
+    "tx_metadata": [
+        (
+            FILE,
+            [
+                {
+                    "status": "BEGIN",
+                    "id": "701:24000000",
+                    "ts_ms": TS_MS,
+                    "event_count": None,
+                    "data_collections": None,
+                },
+                value("c", T1, 24_000_100, after=customer(1), total_order=1),
+                {
+                    "status": "END",
+                    "id": "701:24000000",
+                    "ts_ms": TS_MS,
+                    "event_count": 1,
+                    "data_collections": [],
+                },
+                keyed({"id": 1}, None),  # a tombstone
+            ],
+        )
+    ],
+    "rejects": [(FILE, [*REJECTED, closer()])],
+    "message": [(FILE, [_message, closer()])],
+}
+
+
+def _lines(spark, scenarios):
+    rows = [
+        (name, file, n, r if isinstance(r, str) else json.dumps(r, separators=(",", ":")))
+        for name, files in scenarios.items()
+        for file, records in files
+        for n, r in enumerate(records, start=1)
+    ]
+    return spark.createDataFrame(rows, LINES_SCHEMA)
+
+
+def _run(spark, lines, registry) -> dict[str, dict[str, list]]:
+    """Transform once; per source: events (position order), rejects, pending and control lines."""
+    cs = debezium.transform(lines, registry)
+    cs.shared.cache()  # parse once for the five actions below
+    # The output contract, nullability aside (a literal column is never null).
+    assert cs.events.schema.simpleString() == EVENTS_SCHEMA.simpleString()
+    assert cs.rejects.schema.simpleString() == REJECTS_SCHEMA.simpleString()
+    assert (
+        cs.pending.schema.simpleString() == cs.control.schema.simpleString() == PENDING_SCHEMA.simpleString()
+    )
+    out: dict[str, dict[str, list]] = defaultdict(lambda: defaultdict(list))
+    for r in cs.events.orderBy("commit_lsn", "commit_idx", "landing_file", "landing_line").collect():
+        out[r.source_id]["events"].append(r.asDict(recursive=True))
+    for r in cs.rejects.orderBy("landing_file", "landing_line").collect():
+        out[r.source_id]["rejects"].append(r.asDict())
+    for part in ("pending", "control"):
+        for r in getattr(cs, part).orderBy("landing_file", "landing_line").collect():
+            out[r.source_id][part].append((r.landing_file, r.landing_line))
+    # Every line ends in exactly one place.
+    for r in lines.groupBy("source_id").count().collect():
+        parts = ("events", "rejects", "pending", "control")
+        assert sum(len(out[r.source_id][part]) for part in parts) == r["count"], r.source_id
+    cs.shared.unpersist()
+    return out
+
+
+SAMPLE_SOURCE = "shop_debezium"
+
+
+@pytest.fixture(scope="module")
+def sample_zone(tmp_path_factory):
+    out = tmp_path_factory.mktemp("debezium_zone")
+    sample_data.main(["--out", str(out), "--seed", "2", "--transactions", "40", "--format", "debezium"])
+    return out
+
+
+@pytest.fixture(scope="module")
+def landed_without_registry(spark, sample_zone):
+    """A generated Debezium landing zone (keys from the Kafka key) and one hand-written source."""
+    rows = []
+    for path in sorted((sample_zone / SAMPLE_SOURCE).glob("*.jsonl")):
+        for n, line in enumerate(path.read_text().splitlines(), start=1):
+            rows.append((SAMPLE_SOURCE, path.name, n, line))
+    no_registry = [
+        UNKNOWN_KEY_LINE,
+        keyed({"id": 2}, value("c", T1, 24_000_200, after=customer(2))),
+        closer(),
+    ]
+    lines = spark.createDataFrame(rows, LINES_SCHEMA).unionByName(
+        _lines(spark, {"no_registry": [(FILE, no_registry)]})
+    )
+    return _run(spark, lines, None)
+
+
+@pytest.fixture(scope="module")
+def landed(spark):
+    registry = spark.createDataFrame(
+        [("public", "customers", ["id"]), ("public", "accounts", ["id"])], debezium.REGISTRY_SCHEMA
+    )
+    return _run(spark, _lines(spark, SCENARIOS), registry)
+
+
+def test_bare_value_keyed_by_the_registry(landed):
+    out = landed["bare_value"]
+    event = out["events"][0]
+    assert out["rejects"] == [] and out["pending"] == [(FILE, 2)]
+    assert event["source_id"] == "bare_value"
+    assert event["source_format"] == "debezium"
+    assert event["action"] == "insert"
+    assert (event["commit_lsn"], event["commit_idx"]) == (T1[0], 0)
+    assert event["change_lsn"] == 24_000_100
+    assert event["xid"] == 701
+    assert event["committed_at"] == datetime.fromtimestamp(TS_MS / 1000, UTC).replace(tzinfo=None)
+    assert (event["source_schema"], event["source_table"]) == ("public", "customers")
+    assert event["key_columns"] == ["id"]
+    assert event["record_pk"] == '["1"]'
+    assert event["record"] == {
+        "id": "1",
+        "email": "a@example.com",
+        "bio": '{"nested": [1, 2.50]}',  # a string keeps its content
+        "balance": None,  # SQL NULL: present, null
+        "updated_at": "2026-01-01T00:00:00Z",
+        "score": "10.50",
+    }
+    assert event["changes"] is None and event["old_record_pk"] is None
+    assert (event["landing_file"], event["landing_line"]) == (FILE, 1)
+
+
+def test_nested_json_value_lands_as_json_text(landed):
+    (event,) = landed["nested"]["events"]
+    assert json.loads(event["record"]["geo"]) == {"srid": 4326, "wkb": "AQ=="}
+
+
+@pytest.mark.parametrize("scenario", ["composite_key_bare", "composite_key_wrapped"])
+def test_kafka_key_beside_the_value_gives_the_key_columns_in_key_order(landed, scenario):
+    out = landed[scenario]
+    (event,) = out["events"]
+    assert out["rejects"] == []
+    assert event["key_columns"] == ["order_id", "line_no"]
+    assert event["record_pk"] == '["7","2"]'
+    assert event["record"] == {"order_id": "7", "line_no": "2", "sku": "SKU-1"}
+
+
+def test_schema_wrapped_value_without_key_uses_the_registry(landed):
+    assert [e["record_pk"] for e in landed["wrapped_value_registry"]["events"]] == ['["5"]']
+
+
+def test_kafka_key_wins_over_the_registry(landed):
+    assert landed["kafka_key_wins"]["events"][0]["key_columns"] == ["email"]
+
+
+def test_unknown_key_columns_are_rejected_never_guessed(landed):
+    out = landed["unknown_key"]
+    assert [e["source_table"] for e in out["events"]] == ["customers"]
+    (reject,) = out["rejects"]
+    assert reject["reason"].startswith("no key columns for public.orders: ")
+    assert (reject["raw_line"], reject["landing_line"]) == (UNKNOWN_KEY_LINE, 1)
+    # It keeps its slot in the transaction: the other change is the second of it.
+    assert out["events"][0]["commit_idx"] == 1
+
+
+def test_without_a_registry_only_the_kafka_key_keys(landed_without_registry):
+    out = landed_without_registry["no_registry"]
+    assert out["rejects"][0]["reason"].startswith("no key columns for public.orders: ")
+    assert [e["record_pk"] for e in out["events"]] == ['["2"]']
+    assert out["pending"] == [(FILE, 3)]  # the closer has no key, but it is pending first
+
+
+def test_unavailable_value_is_absent_and_changes_come_from_a_full_before(landed):
+    first, second = landed["toast"]["events"]
+    assert first["action"] == "update"
+    assert "bio" not in first["record"] and first["record"]["email"] == "new@example.com"
+    assert first["changes"] is None  # REPLICA IDENTITY DEFAULT: no before, no old values
+    assert "bio" not in second["record"]
+    assert second["changes"] == {"email": "old@example.com"}
+    assert second["old_record_pk"] is None
+
+
+def test_key_change_as_delete_plus_create_and_as_update(landed):
+    delete, create, update = landed["key_change"]["events"]
+    assert [(e["action"], e["commit_idx"], e["record_pk"]) for e in (delete, create, update)] == [
+        ("delete", 0, '["1"]'),
+        ("insert", 1, '["3"]'),  # after the delete at the same LSN, although its line came first
+        ("update", 2, '["4"]'),
+    ]
+    assert delete["record"]["id"] == "1"
+    assert update["old_record_pk"] == '["2"]'
+    assert update["changes"] == {"id": "2"}
+
+
+def test_delete_without_before_is_keyed_from_the_kafka_key(landed):
+    (event,) = landed["delete_no_before"]["events"]
+    assert (event["record"], event["record_pk"], event["key_columns"]) == ({"id": "8"}, '["8"]', ["id"])
+
+
+def test_truncate(landed):
+    t, i = landed["truncate"]["events"]
+    assert (t["action"], t["commit_idx"], i["commit_idx"]) == ("truncate", 0, 1)
+    assert (t["source_schema"], t["source_table"]) == ("public", "order_items")
+    assert t["key_columns"] is None and t["record_pk"] is None and t["record"] is None
+
+
+def test_positions_order_transactions_as_committed_and_rank_within(landed):
+    got = [
+        (e["commit_lsn"], e["commit_idx"], e["record_pk"], e["action"])
+        for e in landed["commit_order"]["events"]
+    ]
+    assert got == [
+        (T1[0], 0, '["10"]', "insert"),
+        (T1[0], 1, '["11"]', "insert"),
+        (T2[0], 0, '["21"]', "insert"),
+        (T2[0], 1, '["21"]', "update"),
+    ]
+
+
+def test_total_order_from_transaction_metadata(landed):
+    got = [(e["record_pk"], e["commit_idx"]) for e in landed["total_order"]["events"]]
+    assert got == [('["2"]', 0), ('["1"]', 1)]
+
+
+def test_duplicates_get_the_same_positions(landed):
+    events = landed["duplicates"]["events"]
+    positions: dict[tuple, set] = {}
+    for e in events:
+        positions.setdefault((e["commit_lsn"], e["commit_idx"]), set()).add(e["record_pk"])
+    assert positions == {(T1[0], 0): {'["0"]'}, (T1[0], 1): {'["1"]'}, (T1[0], 2): {'["2"]'}}
+    assert len(events) == 7
+
+
+def test_trailing_transaction_is_pending_with_everything_after_it(landed):
+    out = landed["trailing"]
+    assert [e["record_pk"] for e in out["events"]] == ['["1"]']
+    assert out["pending"] == [(FILE, 2), (FILE, 3), (FILE, 4)]
+    assert out["rejects"] == []
+
+
+def test_pending_is_a_suffix_across_files(landed):
+    out = landed["trailing_two_files"]
+    assert out["pending"] == [("A.jsonl", 2), ("B.jsonl", 1), ("B.jsonl", 2)]
+    assert [e["record_pk"] for e in out["events"]] == ['["1"]']
+
+
+def test_snapshot_is_one_transaction_at_its_lsn_ranked_by_table_and_key(landed):
+    out = landed["snapshot"]
+    assert out["pending"] == []  # its "last" read completes it
+    got = [
+        (e["action"], e["commit_lsn"], e["commit_idx"], e["source_table"], e["record_pk"])
+        for e in out["events"]
+    ]
+    assert got == [
+        ("read", 23_900_000, 0, "accounts", '["5"]'),
+        ("read", 23_900_000, 1, "customers", '["1"]'),
+        ("read", 23_900_000, 2, "customers", '["2"]'),
+    ]
+    assert all(e["xid"] == 690 and e["change_lsn"] == 23_900_000 for e in out["events"])
+
+
+def test_snapshot_in_progress_is_pending_until_last_or_streaming(landed):
+    out = landed["snapshot_in_progress"]
+    assert out["events"] == [] and out["pending"] == [(FILE, n) for n in (1, 2, 3)]
+
+    # The first streamed transaction (sequence[0] null) is positioned by its greatest event LSN:
+    # above the snapshot, below the commit the next transaction names.
+    out = landed["snapshot_then_streaming"]
+    got = [(e["commit_lsn"], e["commit_idx"], e["action"]) for e in out["events"]]
+    assert got == [
+        (23_900_000, 0, "read"),
+        (23_900_000, 1, "read"),
+        (23_900_000, 2, "read"),
+        (23_950_200, 0, "update"),
+        (23_950_200, 1, "insert"),
+    ]
+    assert out["pending"] == [(FILE, 6)]
+
+
+def test_transaction_metadata_end_completes_and_markers_are_control(landed):
+    out = landed["tx_metadata"]
+    assert [e["record_pk"] for e in out["events"]] == ['["1"]']
+    assert out["control"] == [(FILE, 1), (FILE, 3), (FILE, 4)]
+    assert out["pending"] == [] and out["rejects"] == []
+
+
+def test_rejects(landed):
+    out = landed["rejects"]
+    assert [r["reason"] for r in out["rejects"]] == [
+        "malformed JSON",
+        "empty line",
+        "unknown op 'x'",
+        debezium.REASON_NOT_EVENT,
+        debezium.REASON_NO_LSN,
+        debezium.REASON_NO_TS,
+        debezium.REASON_NO_TXID,
+        debezium.REASON_NO_ROW,
+        debezium.REASON_KEY_MISSING,
+    ]
+    assert [r["raw_line"] for r in out["rejects"]] == REJECTED
+    assert out["events"] == [] and out["pending"] == [(FILE, len(REJECTED) + 1)]
+
+
+def test_logical_message(landed):
+    (event,) = landed["message"]["events"]
+    assert event["action"] == "message"
+    assert event["record"] == {"prefix": "audit", "content": "aGVsbG8=", "transactional": "true"}
+    assert event["source_table"] is None and event["record_pk"] is None and event["key_columns"] is None
+
+
+def test_the_sample_debezium_zone_replays_to_its_expected_state(landed_without_registry, sample_zone):
+    """End to end: generated files -> transform -> last touch per key wins == expected.json."""
+    manifest = json.loads((sample_zone / "manifest.json").read_text())["sources"][SAMPLE_SOURCE]
+    out = landed_without_registry[SAMPLE_SOURCE]
+    assert len(out["rejects"]) == manifest["expected_rejects"]
+    assert len(out["pending"]) == manifest["pending_lines"]
+
+    by_position: dict[tuple, dict] = {}
+    for e in out["events"]:
+        prior = by_position.setdefault((e["commit_lsn"], e["commit_idx"]), e)
+        assert (prior["action"], prior["record_pk"], prior["record"]) == (
+            e["action"],
+            e["record_pk"],
+            e["record"],
+        )
+    assert len(by_position) == manifest["distinct_positions"] - manifest["pending_lines"]
+    state: dict[str, dict] = {}
+    for _, e in sorted(by_position.items()):
+        table = state.setdefault(f"{e['source_schema']}.{e['source_table']}", {})
+        if e["action"] == "truncate":
+            table.clear()
+        elif e["action"] == "delete":
+            table.pop(e["record_pk"], None)
+        else:
+            previous = table.pop(e["old_record_pk"] or e["record_pk"], {})
+            table[e["record_pk"]] = {**previous, **e["record"]}
+
+    expected = json.loads((sample_zone / manifest["expected_state"]).read_text())
+    for name, expected_rows in expected.items():
+        columns, key = sample_data.TABLES[name.split(".")[1]]
+        kinds = dict(columns)
+        want = {json.dumps([str(r[c]) for c in key], separators=(",", ":")): r for r in expected_rows}
+        got = state.get(name, {})
+        assert set(got) == set(want), name
+        for pk, row in want.items():
+            for column, expected_value in row.items():
+                landed_value = got[pk].get(column)
+                if expected_value is None:
+                    assert landed_value is None, (name, pk, column)
+                elif kinds[column] == sample_data.NUMERIC:
+                    assert float(landed_value) == expected_value
+                elif kinds[column] == sample_data.TIMESTAMPTZ:
+                    assert landed_value.replace("Z", "+00:00") == expected_value
+                else:
+                    assert landed_value == str(expected_value), (name, pk, column)
