@@ -1,0 +1,208 @@
+"""The ingestion job end to end on small landing zones: exactly once, split transactions, duplicates,
+rejects, accounting, crashes and the command line."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import itertools
+import shutil
+from pathlib import Path
+
+import pytest
+
+from python_jobs.ingest import job
+from python_jobs.ingest.ledger import BATCHES, EVENTS, FILES, FRONTIER, REJECTS, Ledger
+
+FIXTURE = Path("/work/shared/fixtures/wal2json/accounts.jsonl")
+FIXTURE_LINES = FIXTURE.read_text().splitlines(keepends=True)
+LAST_COMMIT = 0x15315D8
+_schemas = itertools.count()
+
+
+@pytest.fixture
+def schema() -> str:
+    return f"ingest_test_{next(_schemas)}"
+
+
+@pytest.fixture
+def landing(tmp_path) -> Path:
+    (tmp_path / "landing" / "src").mkdir(parents=True)
+    return tmp_path / "landing"
+
+
+def write(path: Path, lines: list[str]) -> Path:
+    path.write_text("".join(lines))
+    return path
+
+
+def ingest(spark, landing: Path, schema: str, **options) -> tuple[job.RunSummary, str]:
+    out = io.StringIO()
+    summary = job.run(spark, str(landing), schema=schema, out=out, **options)
+    return summary, out.getvalue()
+
+
+def rows(spark, schema: str, table: str) -> list[dict]:
+    return [r.asDict() for r in spark.table(f"{schema}.{table}").collect()]
+
+
+def frontier(spark, schema: str) -> int | None:
+    return Ledger(spark, schema).frontiers().get("src")
+
+
+def test_fixture_lands_once_and_a_rerun_adds_nothing(spark, landing, schema):
+    shutil.copy(FIXTURE, landing / "src" / "0001.jsonl")
+    summary, out = ingest(spark, landing, schema)
+    assert (summary.landed, summary.rejected, summary.control, summary.pending_end) == (15, 0, 14, 0)
+    assert summary.balanced
+    assert "batch 1: 1 files, 29 lines" in out
+    assert "lines read 29 = landed 15 + rejected 0 + control 14 + pending 0 [ok]" in summary.line()
+    events = rows(spark, schema, EVENTS)
+    assert len(events) == 15 and {e["batch_id"] for e in events} == {1}
+    assert all(e["landing_file"].endswith("/src/0001.jsonl") for e in events)
+    assert frontier(spark, schema) == LAST_COMMIT
+
+    again, _ = ingest(spark, landing, schema)
+    assert again.batches == 0
+    assert len(rows(spark, schema, EVENTS)) == 15
+    assert Ledger(spark, schema).totals() == {
+        "landed": 15,
+        "rejected": 0,
+        "control": 14,
+        "pending": 0,
+        "lines": 29,
+    }
+
+
+def test_a_transaction_split_across_files_lands_once_when_complete(spark, landing, schema):
+    # Line 5 opens xid 726, line 9 commits it: cut it after line 7.
+    write(landing / "src" / "0001.jsonl", FIXTURE_LINES[:7])
+    first, _ = ingest(spark, landing, schema)
+    assert (first.landed, first.control, first.pending_end) == (2, 2, 3)
+    assert len(rows(spark, schema, EVENTS)) == 2
+    assert frontier(spark, schema) == 0x152DAC8  # held by the open transaction
+
+    write(landing / "src" / "0002.jsonl", FIXTURE_LINES[7:])
+    second, _ = ingest(spark, landing, schema)
+    assert second.lines_read == 3 + 22 and second.landed == 13 and second.pending_end == 0
+    events = rows(spark, schema, EVENTS)
+    assert len(events) == 15
+    assert len({(e["commit_lsn"], e["commit_idx"]) for e in events}) == 15
+    split = sorted(
+        (e["commit_idx"], e["landing_file"][-10:], e["landing_line"]) for e in events if e["xid"] == 726
+    )
+    assert split == [(0, "0001.jsonl", 6), (1, "0001.jsonl", 7), (2, "0002.jsonl", 1)]
+    assert frontier(spark, schema) == LAST_COMMIT
+    assert Ledger(spark, schema).totals() == {
+        "landed": 15,
+        "rejected": 0,
+        "control": 14,
+        "pending": 0,
+        "lines": 29,
+    }
+
+
+def test_one_file_per_batch_rereads_the_pending_tail(spark, landing, schema):
+    write(landing / "src" / "0001.jsonl", FIXTURE_LINES[:7])
+    write(landing / "src" / "0002.jsonl", FIXTURE_LINES[7:])
+    summary, out = ingest(spark, landing, schema, max_files_per_batch=1)
+    assert summary.batches == 2 and summary.reread == 3
+    assert (summary.lines_read - summary.reread, summary.landed, summary.pending_end) == (29, 15, 0)
+    assert summary.balanced and "batch 2:" in out
+    assert len(rows(spark, schema, EVENTS)) == 15
+
+
+def test_copied_and_late_files_land_again_as_duplicates_but_a_reread_adds_nothing(spark, landing, schema):
+    shutil.copy(FIXTURE, landing / "src" / "0002.jsonl")
+    with gzip.open(landing / "src" / "0003.jsonl.gz", "wt") as gz:
+        gz.write(FIXTURE.read_text())
+    summary, _ = ingest(spark, landing, schema)
+    assert summary.landed == 30
+    events = rows(spark, schema, EVENTS)
+    positions = sorted((e["commit_lsn"], e["commit_idx"]) for e in events)
+    assert positions == sorted(2 * list(set(positions))) and len(set(positions)) == 15
+
+    # A late file (its name sorts before the landed ones) still lands.
+    write(landing / "src" / "0001.jsonl", FIXTURE_LINES[:4])
+    late, _ = ingest(spark, landing, schema)
+    assert (late.batches, late.landed) == (1, 2)
+    assert frontier(spark, schema) == LAST_COMMIT
+    assert ingest(spark, landing, schema)[0].batches == 0
+    assert len(rows(spark, schema, EVENTS)) == 32
+
+
+def test_malformed_lines_end_in_rejects_with_file_line_and_reason(spark, landing, schema):
+    path = write(
+        landing / "src" / "0001.jsonl", [*FIXTURE_LINES[:4], "not json at all\n", "\n", *FIXTURE_LINES[4:9]]
+    )
+    summary, _ = ingest(spark, landing, schema)
+    assert (summary.landed, summary.rejected, summary.control) == (5, 2, 4) and summary.balanced
+    rejects = sorted(rows(spark, schema, REJECTS), key=lambda r: r["landing_line"])
+    assert [(r["landing_line"], r["raw_line"], r["reason"]) for r in rejects] == [
+        (5, "not json at all", "malformed JSON"),
+        (6, "", "empty line"),
+    ]
+    assert all(r["landing_file"] == f"file:{path}" and r["batch_id"] == 1 for r in rejects)
+
+
+def _crash_at(monkeypatch, table: str):
+    original = Ledger.append
+
+    def append(self, name, df, batch_id):
+        if name == table:
+            raise RuntimeError(f"simulated crash before writing {name}")
+        return original(self, name, df, batch_id)
+
+    monkeypatch.setattr(Ledger, "append", append)
+
+
+def _landed(spark, schema: str) -> dict[str, list]:
+    def key(r: dict) -> tuple:
+        return tuple(
+            sorted((k, str(v)) for k, v in r.items() if k not in ("ingested_at", "updated_at", "done_at"))
+        )
+
+    return {
+        table: sorted(map(key, rows(spark, schema, table))) for table in (EVENTS, REJECTS, FRONTIER, FILES)
+    }
+
+
+def test_a_crash_at_any_write_then_a_rerun_gives_the_undisturbed_result(spark, landing, schema, monkeypatch):
+    # Complete transactions, a malformed line and an open tail: every table gets rows.
+    write(landing / "src" / "0001.jsonl", [*FIXTURE_LINES[:11], "{oops\n", *FIXTURE_LINES[11:16]])
+    undisturbed = f"{schema}_undisturbed"
+    ingest(spark, landing, undisturbed)
+    expected = _landed(spark, undisturbed)
+
+    for table in (EVENTS, REJECTS, FRONTIER, FILES):
+        with monkeypatch.context() as patch:
+            _crash_at(patch, table)
+            with pytest.raises(RuntimeError, match=f"simulated crash before writing {table}"):
+                ingest(spark, landing, schema)
+    summary, out = ingest(spark, landing, schema)
+    assert "resuming an unfinished batch" in out and summary.batches == 1
+    assert _landed(spark, schema) == expected
+    assert len({r["batch_id"] for r in rows(spark, schema, BATCHES)}) == 1
+    assert ingest(spark, landing, schema)[0].batches == 0
+    assert _landed(spark, schema) == expected
+
+
+def test_cli_fails_with_one_clear_line(spark, tmp_path, capsys):
+    assert job.main(["--landing", str(tmp_path / "nowhere")]) == 2
+    assert capsys.readouterr().err.strip().startswith("ingest: error: landing path not found")
+
+    assert job.main(["--landing", str(tmp_path), "--format", "avro"]) == 2
+    assert "unknown format 'avro'" in capsys.readouterr().err
+
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "0001.jsonl.gz").write_bytes(b"this is not gzip")
+    assert job.main(["--landing", str(tmp_path), "--target-schema", "ingest_test_cli"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("ingest: error: cannot read landing file") and "0001.jsonl.gz" in err
+    assert len(err.splitlines()) == 1
+
+    with pytest.raises(job.IngestError, match="format 'avro' is not available"):
+        job.transform_for("avro")
+    with pytest.raises(SystemExit) as help_exit:
+        job.parse_args(["--help"])
+    assert help_exit.value.code == 0
