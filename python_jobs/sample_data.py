@@ -14,8 +14,21 @@ one transaction ending in a delete, a delete then a re-insert, a primary-key cha
 followed by inserts, updates that leave a TOASTed column out, a transaction split across two files,
 a replay of the last transactions of a file at the start of the next one, a verbatim copy of a file
 under a later-sorting name, and a few malformed lines. ``manifest.json`` counts all of it, and each
-source folder holds ``expected.json``: the tables' final rows as Postgres's ``to_jsonb`` renders
+source folder holds ``_expected.json``: the tables' final rows as Postgres's ``to_jsonb`` renders
 them (the form of the fixture's ``accounts.expected.json``), which ``consumer_records`` must equal.
+Its leading underscore hides it from the ingestion job (and from Spark), which land every other
+file of a source folder.
+
+``manifest.json`` (at ``--out``): ``{"seed", "transactions", "sources": {source_id: {...}}}`` where
+each source has ``format``, ``path``, ``files`` (names in order), ``lines`` (all lines written),
+``changes_written`` (change lines, duplicates included), ``distinct_positions`` (changes once each),
+``duplicate_change_lines``, ``control_lines`` (wal2json ``B``/``C``), ``malformed_lines`` and
+``expected_rejects`` (copies of a malformed line count again), ``pending_lines`` (Debezium's
+trailing transaction, which no later event proves complete), ``expected_state`` (path of
+``_expected.json`` relative to ``--out``), ``expected_rows`` per table and ``anomalies`` (which
+file holds the split, the replay, the copy, the snapshot). For every source
+``lines = changes_written + control_lines + malformed_lines``. The Debezium expected state is the
+state before the trailing transaction, i.e. as of the frontier.
 """
 
 from __future__ import annotations
@@ -33,6 +46,7 @@ from pathlib import Path
 
 WAL2JSON = "wal2json"
 DEBEZIUM = "debezium"
+EXPECTED_STATE = "_expected.json"
 
 # wal2json action codes and Debezium op codes.
 W_BEGIN, W_COMMIT, W_INSERT, W_UPDATE, W_DELETE, W_TRUNCATE = "B", "C", "I", "U", "D", "T"
@@ -861,7 +875,7 @@ def generate(
         state = workload.model.expected_state() if fmt == WAL2JSON else debezium_expected
         pending = len(last_lines) if fmt == DEBEZIUM else 0
         sink.stats.pending_lines = pending
-        expected_path = sink.folder / "expected.json"
+        expected_path = sink.folder / EXPECTED_STATE
         expected_path.write_text(json.dumps(state, indent=1) + "\n")
         s = sink.stats
         manifest["sources"][sink.folder.name] = {
@@ -876,7 +890,7 @@ def generate(
             "malformed_lines": s.malformed_lines,
             "expected_rejects": s.malformed_lines,
             "pending_lines": s.pending_lines,
-            "expected_state": f"{sink.folder.name}/expected.json",
+            "expected_state": f"{sink.folder.name}/{EXPECTED_STATE}",
             "expected_rows": {t: len(rows) for t, rows in state.items()},
             "anomalies": s.anomalies,
         }

@@ -1,7 +1,7 @@
 """The sample landing zone: deterministic, self-consistent, and its expected state is what the WAL says.
 
 No Spark here: the wal2json files are replayed in pure Python, independently of the generator's own
-model, and the result must equal the ``expected.json`` the generator wrote.
+model, and the result must equal the expected state the generator wrote.
 """
 
 from __future__ import annotations
@@ -115,7 +115,7 @@ def test_same_seed_same_bytes_other_seed_other_bytes(tmp_path):
 
 def test_expected_state_equals_replaying_the_wal2json_changes(zone):
     replayed, _ = replay_wal2json(zone / SOURCE_W2J)
-    expected = json.loads((zone / SOURCE_W2J / "expected.json").read_text())
+    expected = json.loads((zone / SOURCE_W2J / sample_data.EXPECTED_STATE).read_text())
     assert set(expected) == {"public.customers", "public.orders", "public.order_items"}
     for table, rows in expected.items():
         key = sample_data.TABLES[table.split(".")[1]][1]
@@ -124,11 +124,11 @@ def test_expected_state_equals_replaying_the_wal2json_changes(zone):
 
 
 def test_expected_state_has_the_fixture_value_forms(zone):
-    customers = json.loads((zone / SOURCE_W2J / "expected.json").read_text())["public.customers"]
+    customers = json.loads((zone / SOURCE_W2J / sample_data.EXPECTED_STATE).read_text())["public.customers"]
     row = customers[0]
     assert list(row) == ["id", "bio", "name", "email", "updated_at"]  # jsonb key order
     assert row["updated_at"].endswith("+00:00") and "T" in row["updated_at"]
-    orders = json.loads((zone / SOURCE_W2J / "expected.json").read_text())["public.orders"]
+    orders = json.loads((zone / SOURCE_W2J / sample_data.EXPECTED_STATE).read_text())["public.orders"]
     assert all(isinstance(o["total"], float) for o in orders)
 
 
@@ -206,6 +206,6 @@ def test_gzip_and_rotation(tmp_path):
     files = sorted(p.name for p in (tmp_path / SOURCE_W2J).glob("*.jsonl.gz"))
     assert len(files) >= 4
     replayed, _ = replay_wal2json(tmp_path / SOURCE_W2J)
-    expected = json.loads((tmp_path / SOURCE_W2J / "expected.json").read_text())
+    expected = json.loads((tmp_path / SOURCE_W2J / sample_data.EXPECTED_STATE).read_text())
     for table, rows in expected.items():
         assert _by_key(rows, sample_data.TABLES[table.split(".")[1]][1]) == replayed.get(table, {})
