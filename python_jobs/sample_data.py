@@ -876,7 +876,7 @@ def generate(
         pending = len(last_lines) if fmt == DEBEZIUM else 0
         sink.stats.pending_lines = pending
         expected_path = sink.folder / EXPECTED_STATE
-        expected_path.write_text(json.dumps(state, indent=1) + "\n")
+        _write_state(expected_path, state)
         s = sink.stats
         manifest["sources"][sink.folder.name] = {
             "format": fmt,
@@ -896,6 +896,17 @@ def generate(
         }
     (out / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
     return manifest
+
+
+def _write_state(path: Path, state: dict[str, list[dict]]) -> None:
+    """One row per line: readable, and written by the C encoder (``indent`` is pure Python)."""
+    with open(path, "w") as fh:
+        fh.write("{\n")
+        for n, (table, rows) in enumerate(state.items()):
+            fh.write(f" {json.dumps(table)}: [")
+            fh.write(",".join("\n  " + json.dumps(row) for row in rows))
+            fh.write("\n ]" + ("," if n < len(state) - 1 else "") + "\n")
+        fh.write("}\n")
 
 
 def _state_before(model: Model, txn: Transaction, as_model: bool = False):
@@ -920,7 +931,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--transactions", type=int, default=80, help="transactions to generate (>= 20)")
     parser.add_argument("--format", choices=[WAL2JSON, DEBEZIUM, "both"], default="both")
-    parser.add_argument("--lines-per-file", type=int, default=100, help="rotate files after this many lines")
+    parser.add_argument(
+        "--lines-per-file",
+        type=int,
+        default=None,
+        help="rotate files after this many lines (default: 100 for small runs, up to 200,000 for large)",
+    )
     parser.add_argument("--gzip", action="store_true", help="write .jsonl.gz files")
     parser.add_argument("--source-prefix", default="shop", help="source folders are PREFIX_wal2json, ...")
     args = parser.parse_args(argv)
@@ -931,7 +947,7 @@ def main(argv: list[str] | None = None) -> int:
         seed=args.seed,
         transactions=args.transactions,
         formats=formats,
-        lines_per_file=args.lines_per_file,
+        lines_per_file=args.lines_per_file or max(100, min(200_000, args.transactions * 3 // 4)),
         compress=args.gzip,
         source_prefix=args.source_prefix,
         progress=args.transactions >= 200_000,
