@@ -20,11 +20,14 @@ event in its transaction by ``(change LSN, op, table, key)``: WAL order, and the
 same event landed twice (a replay or a copied file), which a rank by file and line would not give.
 
 A snapshot (``op = r``) is one "transaction" at the snapshot's LSN (``source.lsn``, shared by all
-its reads), ranked by table and key. A position is complete, and its events land, once an event
-with a greater ``commit_lsn`` has been seen in the source's lines, or the snapshot's ``last`` read,
-or the transaction's END metadata record. The rest, from its first line on, is ``pending`` (a
-suffix of the source's lines, as the ChangeSet contract asks): this holds the frontier during a
-snapshot and behind the last transaction, which nothing yet proves complete.
+its reads), ranked by table and key. Should a streamed transaction name that same LSN as its
+previous commit, its events rank after the snapshot's reads at that position.
+
+A position is complete, and its events land, once an event with a greater ``commit_lsn`` has been
+seen in the source's lines, or the snapshot's ``last`` read, or the transaction's END metadata
+record. The rest, from its first line on, is ``pending`` (a suffix of the source's lines, as the
+ChangeSet contract asks): this holds the frontier during a snapshot and behind the last
+transaction, which nothing yet proves complete.
 
 Keys come from the Kafka key when the line carries one, else from the table ``registry`` the user
 declares (columns ``source_schema``, ``source_table``, ``key_columns``). A change whose key columns
