@@ -276,6 +276,17 @@ SCENARIOS: dict[str, list[tuple[str, list]]] = {
             ],
         )
     ],
+    # A streamed transaction whose previous commit is the snapshot's own LSN shares its position.
+    "snapshot_tie": [
+        (
+            FILE,
+            [
+                *_snapshot([("customers", customer(1)), ("customers", customer(2))]),
+                value("u", (23_900_000, 700), 23_950_100, after=customer(1, email="t@example.com")),
+                closer(),
+            ],
+        )
+    ],
     "tx_metadata": [
         (
             FILE,
@@ -547,6 +558,11 @@ def test_snapshot_in_progress_is_pending_until_last_or_streaming(landed):
         (23_950_200, 1, "insert"),
     ]
     assert out["pending"] == [(FILE, 6)]
+
+
+def test_a_stream_transaction_at_the_snapshot_lsn_ranks_after_the_reads(landed):
+    got = [(e["commit_lsn"], e["commit_idx"], e["action"]) for e in landed["snapshot_tie"]["events"]]
+    assert got == [(23_900_000, 0, "read"), (23_900_000, 1, "read"), (23_900_000, 2, "update")]
 
 
 def test_transaction_metadata_end_completes_and_markers_are_control(landed):
