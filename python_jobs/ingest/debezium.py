@@ -304,7 +304,8 @@ def classify(lines: DataFrame, registry: DataFrame | None = None) -> DataFrame:
     positioned = F.col("line_error").isNull() & ~F.col("control")
     seq_commit = F.from_json(src["sequence"], ArrayType(StringType())).getItem(0).cast("bigint")
     by_txid = Window.partitionBy("source_id", F.col("e.source.txId"))
-    fallback = F.max(F.when(positioned & seq_commit.isNull(), src["lsn"])).over(by_txid)
+    streamed = positioned & ~F.col("is_snapshot") & ~F.col("non_tx_message")
+    fallback = F.max(F.when(streamed & seq_commit.isNull(), src["lsn"])).over(by_txid)
     commit_lsn = (
         F.when(~positioned, F.lit(None))
         .when(F.col("is_snapshot") | F.col("non_tx_message"), src["lsn"])
