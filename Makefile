@@ -17,9 +17,9 @@ demo: setup
 
 ## lint: sqlfluff (sparksql, jinja templater: no Spark needed) and ruff
 lint: setup
-	@$(VENV)/bin/sqlfluff lint models macros tests snapshots analyses --processes 2
-	@$(VENV)/bin/ruff check python_jobs tests scripts benchmarks
-	@$(VENV)/bin/ruff format --check python_jobs tests scripts benchmarks
+	@$(VENV)/bin/sqlfluff lint $(wildcard models tests snapshots analyses) --processes 2
+	@$(VENV)/bin/ruff check $(wildcard python_jobs tests scripts benchmarks)
+	@$(VENV)/bin/ruff format --check $(wildcard python_jobs tests scripts benchmarks)
 
 ## test: lint, then the whole test suite (Spark, dbt, a real Postgres started by the tests)
 test: setup-postgres lint

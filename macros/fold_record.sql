@@ -12,7 +12,7 @@
         {{ start_record }},
         (acc, t) -> case
             when t.action in ('insert', 'read') then t.record
-            when t.action = 'delete' then cast(null as map<string, string>)
+            when t.action = 'delete' then {{ null_record() }}
             else map_concat(
                 map_filter(coalesce(t.base, acc, map()), (k, v) -> not map_contains_key(t.record, k)),
                 t.record

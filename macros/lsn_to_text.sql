@@ -2,6 +2,10 @@
 {% macro lsn_to_text(lsn) -%}
     case
         when {{ lsn }} is not null
-            then concat(upper(hex(shiftright({{ lsn }}, 32))), '/', upper(hex({{ lsn }} & 4294967295)))
+            then concat(
+                upper(hex(shiftright(cast({{ lsn }} as bigint), 32))),
+                '/',
+                upper(hex(cast({{ lsn }} as bigint) & 4294967295))
+            )
     end
 {%- endmacro %}

@@ -30,13 +30,23 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def dbt_build() -> bool:
+def dbt(*args: str) -> bool:
     from dbt.cli.main import dbtRunner
 
     result = dbtRunner().invoke(
-        ["build", "--project-dir", str(PROJECT_DIR), "--profiles-dir", str(PROJECT_DIR)]
+        [*args, "--project-dir", str(PROJECT_DIR), "--profiles-dir", str(PROJECT_DIR)]
     )
     return bool(result.success)
+
+
+def dbt_build(spark, schema: str) -> bool:
+    # Unit tests of incremental models read the model's own table (`input: this`): on a fresh
+    # warehouse create the tables empty first.
+    if not spark.catalog.tableExists(f"{schema}.consumer_records"):
+        print("      fresh warehouse: dbt run --empty creates the model tables for the unit tests")
+        if not dbt("run", "--empty"):
+            return False
+    return dbt("build")
 
 
 def report(spark, raw_schema: str, schema: str) -> None:
@@ -120,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     summary = ingest.run(spark, str(landing.resolve()), schema=args.raw_schema)
     print(f"      {summary.line()}")
     print("[4/4] dbt build: models, snapshot, unit and data tests")
-    ok = dbt_build()
+    ok = dbt_build(spark, args.schema)
     report(spark, args.raw_schema, args.schema)
     ok = not verify(spark, landing, args.schema) and ok
     elapsed = time.monotonic() - started

@@ -9,6 +9,7 @@ this session reuses it instead of starting a second JVM.
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 
@@ -75,6 +76,9 @@ def get_spark(app_name: str = "wal_lake", extra_conf: dict[str, str] | None = No
     conf["spark.app.name"] = app_name
     conf.update(extra_conf or {})
     check_jars(conf)
+    # PySpark logs every failed statement as a large JSON document, dbt's expected existence
+    # checks included; the error itself still reaches the caller.
+    logging.getLogger("SQLQueryContextLogger").setLevel(logging.CRITICAL)
     builder = SparkSession.builder.enableHiveSupport()
     for key, value in conf.items():
         builder = builder.config(key, value)

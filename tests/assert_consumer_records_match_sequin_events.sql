@@ -29,14 +29,21 @@ subscribed as (
 
     from sequin
     inner join consumers
-        on concat(sequin.source_schema, '.', sequin.source_table)
-        like replace(replace(replace(consumers.table_pattern, '\\', '\\\\'), '_', '\\_'), '*', '%')
+        on {{ table_matches('sequin.source_schema', 'sequin.source_table', 'consumers.table_pattern') }}
 
 ),
 
 key_touches as (
 
-    select consumer_name, source_id, source_schema, source_table, record_pk, seq, action, record
+    select
+        consumer_name,
+        source_id,
+        source_schema,
+        source_table,
+        record_pk,
+        seq,
+        action,
+        record
     from subscribed
     where action in ('insert', 'update', 'delete', 'read')
 
@@ -50,7 +57,7 @@ key_touches as (
         old_record_pk as record_pk,
         seq,
         'delete' as action,
-        cast(null as map<string, string>) as record
+        cast(null as map <string, string>) as record
 
     from subscribed
     where action = 'update' and old_record_pk != record_pk
@@ -70,7 +77,12 @@ last_touches as (
 
 last_truncates as (
 
-    select consumer_name, source_id, source_schema, source_table, max(seq) as truncated_seq
+    select
+        consumer_name,
+        source_id,
+        source_schema,
+        source_table,
+        max(seq) as truncated_seq
     from subscribed
     where action = 'truncate'
     group by consumer_name, source_id, source_schema, source_table

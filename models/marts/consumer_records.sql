@@ -40,8 +40,7 @@ subscribed as (
 
     from sequin
     inner join consumers
-        on concat(sequin.source_schema, '.', sequin.source_table)
-        like replace(replace(replace(consumers.table_pattern, '\\', '\\\\'), '_', '\\_'), '*', '%')
+        on {{ table_matches('sequin.source_schema', 'sequin.source_table', 'consumers.table_pattern') }}
     where sequin.action != 'message'
 
 ),
@@ -95,7 +94,7 @@ touches as (
         commit_idx,
         committed_at,
         'delete' as action,
-        cast(null as map<string, string>) as record
+        {{ null_record() }} as record
 
     from subscribed
     where action = 'update' and old_record_pk is not null and old_record_pk != record_pk
@@ -138,8 +137,13 @@ existing as (
             cast(null as string) as source_schema,
             cast(null as string) as source_table,
             cast(null as string) as record_pk,
-            cast(null as map<string, string>) as record,
+            {{ null_record() }} as record,
             cast(null as bigint) as seq,
+            cast(null as bigint) as commit_lsn,
+            cast(null as string) as commit_lsn_text,
+            cast(null as int) as commit_idx,
+            cast(null as timestamp) as committed_at,
+            cast(null as string) as action,
             cast(null as bigint) as truncated_seq
         where false
     {%- endif %}
@@ -168,21 +172,21 @@ moved_bases as (
         moves.seq,
         {{ fold_record(
             "array_sort(
-                filter(collect_list(struct(prior.seq, prior.action, prior.record, cast(null as map<string, string>) as base)), p -> p.seq is not null),
+                filter(collect_list(struct(earlier.seq, earlier.action, earlier.record, cast(null as map<string, string>) as base)), p -> p.seq is not null),
                 (l, r) -> case when l.seq < r.seq then -1 when l.seq > r.seq then 1 else 0 end
             )",
             "first(starting_records.record, true)"
         ) }} as base
 
     from live_touches as moves
-    left join live_touches as prior
+    left join live_touches as earlier
         on
-            moves.consumer_name = prior.consumer_name
-            and moves.source_id = prior.source_id
-            and moves.source_schema = prior.source_schema
-            and moves.source_table = prior.source_table
-            and moves.moved_from_pk = prior.record_pk
-            and prior.seq < moves.seq
+            moves.consumer_name = earlier.consumer_name
+            and moves.source_id = earlier.source_id
+            and moves.source_schema = earlier.source_schema
+            and moves.source_table = earlier.source_table
+            and moves.moved_from_pk = earlier.record_pk
+            and earlier.seq < moves.seq
     left join starting_records
         on
             moves.consumer_name = starting_records.consumer_name
@@ -283,7 +287,6 @@ applied as (
 
 ),
 
-{% if is_incremental() -%}
 -- Records a truncate in this run removed and no later touch brought back.
 truncated as (
 
@@ -293,7 +296,7 @@ truncated as (
         existing.source_schema,
         existing.source_table,
         existing.record_pk,
-        cast(null as map<string, string>) as record,
+        {{ null_record() }} as record,
         existing.seq,
         existing.commit_lsn,
         existing.commit_lsn_text,
@@ -314,21 +317,23 @@ truncated as (
 
 ),
 
-final as (
+combined as (
 
     select * from applied
     union all
     select * from truncated
 
-)
-{%- else -%}
+),
+
+-- A full refresh writes live records only; an incremental run hands deletions to the merge.
 final as (
 
-    select * except (is_deleted)
-    from applied
-    where not is_deleted
+    select *{% if not is_incremental() %} except (is_deleted){% endif %}
+    from combined
+    {%- if not is_incremental() %}
+        where not is_deleted
+    {%- endif %}
 
 )
-{%- endif %}
 
 select * from final

@@ -40,7 +40,7 @@ touches as (
         commit_idx,
         committed_at,
         'delete' as action,
-        cast(null as map<string, string>) as record,
+        cast(null as map <string, string>) as record,
         cast(null as string) as moved_from_pk
 
     from sequin
@@ -50,7 +50,12 @@ touches as (
 
 truncates as (
 
-    select source_id, source_schema, source_table, seq, committed_at
+    select
+        source_id,
+        source_schema,
+        source_table,
+        seq,
+        committed_at
     from sequin
     where action = 'truncate'
 
@@ -71,11 +76,11 @@ versions as (
             )",
             "cast(null as map<string, string>)"
         ) }} as full_record,
-        lead(seq) over (
-            partition by source_id, source_schema, source_table, record_pk order by seq
+        lead(touches.seq) over (
+            partition by touches.source_id, touches.source_schema, touches.source_table, touches.record_pk order by touches.seq
         ) as next_touch_seq,
-        lead(committed_at) over (
-            partition by source_id, source_schema, source_table, record_pk order by seq
+        lead(touches.committed_at) over (
+            partition by touches.source_id, touches.source_schema, touches.source_table, touches.record_pk order by touches.seq
         ) as next_touch_at
 
     from touches
@@ -95,7 +100,7 @@ ended as (
             versions.source_id = truncates.source_id
             and versions.source_schema = truncates.source_schema
             and versions.source_table = truncates.source_table
-            and truncates.seq > versions.seq
+            and versions.seq < truncates.seq
     qualify row_number() over (
         partition by versions.source_id, versions.source_schema, versions.source_table, versions.record_pk, versions.seq
         order by truncates.seq asc nulls last

@@ -22,7 +22,7 @@ events as (
 
     select * from {{ ref('int_events_consumable') }}
     {%- if consumed %}
-    where batch_id > {{ consumed | map(attribute='batch_id') | min }}
+        where batch_id > {{ consumed | map(attribute='batch_id') | min }}
     {%- endif %}
 
 ),
@@ -33,14 +33,9 @@ deduplicated as (
 
 ),
 
-{% if consumed -%}
 consumed as (
 
-    select * from values
-    {%- for row in consumed %}
-        ('{{ row.source_id | replace("'", "''") }}', {{ row.batch_id }}, {{ row.commit_lsn }}, {{ row.commit_idx }}){{ ',' if not loop.last }}
-    {%- endfor %}
-        as consumed (source_id, batch_id, commit_lsn, commit_idx)
+    {{ consumed_positions_relation(consumed) }}
 
 ),
 
@@ -59,22 +54,13 @@ new_changes as (
 
 max_seq as (
 
-    select coalesce(max(seq), 0) as seq from {{ this }}
+    {% if is_incremental() -%}
+        select coalesce(max(seq), 0) as seq from {{ this }}
+    {%- else -%}
+        select cast(0 as bigint) as seq
+    {%- endif %}
 
 ),
-{%- else -%}
-new_changes as (
-
-    select * from deduplicated
-
-),
-
-max_seq as (
-
-    select cast(0 as bigint) as seq
-
-),
-{%- endif %}
 
 final as (
 

@@ -161,6 +161,23 @@ def test_full_refresh_equals_incremental_runs(spark, dbt, built):
 
 
 def test_data_tests_catch_the_violation_and_pass_otherwise(dbt, built):
-    result = dbt("test", "-s", "sequin_events", "consumer_records", "sequin_violations", expect_success=False)
+    result = dbt(
+        "test",
+        "-s",
+        "sequin_events",
+        "consumer_records",
+        "sequin_violations",
+        "--exclude",
+        "test_type:unit",
+        expect_success=False,
+    )
     failed = {r.node.name for r in result.result.results if r.status in ("fail", "error")}
     assert failed == {"is_empty_sequin_violations_"}
+
+
+def test_dbt_unit_tests_pass(dbt, built):
+    """The models' YAML unit tests (full-refresh and incremental mode) on this warehouse's tables."""
+    result = dbt("test", "--select", "test_type:unit", expect_success=False)
+    outcomes = {r.node.name: r.status for r in result.result.results}
+    assert len(outcomes) >= 4
+    assert all(status == "pass" for status in outcomes.values()), outcomes
