@@ -23,8 +23,26 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from python_jobs.ingest.changeset import FORMAT_DEBEZIUM, FORMAT_WAL2JSON, ChangeSet
-from python_jobs.ingest.landing import LandingError, LandingFile, list_files, probe, read_lines
-from python_jobs.ingest.ledger import BATCHES, EVENTS, FILES, FRONTIER, REJECTS, FileState, Ledger
+from python_jobs.ingest.landing import (
+    LandingError,
+    LandingFile,
+    line_counts,
+    list_files,
+    probe,
+    read_lines,
+)
+from python_jobs.ingest.ledger import (
+    BATCHES,
+    EVENTS,
+    FILES,
+    FRONTIER,
+    REJECTS,
+    SCHEMAS,
+    FileState,
+    Ledger,
+    file_states,
+    totals,
+)
 
 FORMAT_AUTO = "auto"
 FORMATS = (FORMAT_AUTO, FORMAT_WAL2JSON, FORMAT_DEBEZIUM)
@@ -52,19 +70,27 @@ class RunSummary:
     pending_end: int = 0
     seconds: float = 0.0
     run_pending: dict[str, int] = field(default_factory=dict, repr=False)
+    overall: dict[str, int] = field(default_factory=dict)  # ledger.totals after the run
 
     @property
     def balanced(self) -> bool:
-        return self.lines_read - self.reread == self.landed + self.rejected + self.control + self.pending_end
+        run_ok = (
+            self.lines_read - self.reread == self.landed + self.rejected + self.control + self.pending_end
+        )
+        o = self.overall
+        overall_ok = not o or o["lines"] == o["landed"] + o["rejected"] + o["control"] + o["pending"]
+        return run_ok and overall_ok
 
     def line(self) -> str:
         rate = self.lines_read / self.seconds if self.seconds else 0.0
         check = "ok" if self.balanced else "MISMATCH"
+        o = self.overall
         return (
             f"ingest: {self.batches} batches, {self.files} files in {self.seconds:.1f}s "
             f"({rate:,.0f} lines/s); lines read {self.lines_read - self.reread:,} = "
             f"landed {self.landed:,} + rejected {self.rejected:,} + control {self.control:,} "
-            f"+ pending {self.pending_end:,} [{check}]"
+            f"+ pending {self.pending_end:,}; overall {o.get('lines', 0):,} = {o.get('landed', 0):,} "
+            f"+ {o.get('rejected', 0):,} + {o.get('control', 0):,} + {o.get('pending', 0):,} [{check}]"
         )
 
 
@@ -124,40 +150,51 @@ class BatchResult:
     lines_read: int
 
 
-def _file_outcomes(lines: DataFrame, sets: list[ChangeSet], plan: list[dict]) -> list[dict]:
-    """Per planned file: lines read, outcome counts and the line to start from next time."""
-    read = {
-        r.landing_file: r
-        for r in lines.groupBy("landing_file")
-        .agg(F.count("*").alias("n"), F.max("landing_line").alias("last"))
-        .collect()
-    }
+def _file_outcomes(
+    spark: SparkSession, sets: list[ChangeSet], plan: list[dict]
+) -> tuple[list[dict], dict[str, int]]:
+    """Per planned file: lines read, outcome counts and the line to start from next time; and per
+    source the greatest commit_lsn landed. The lines read are counted from the files' text, apart
+    from the transforms, so the identity read = landed + rejected + control + pending is a check."""
+
+    def tag(df: DataFrame, kind: str, lsn: str | None = None) -> DataFrame:
+        return df.select(
+            "landing_file",
+            "landing_line",
+            F.lit(kind).alias("kind"),
+            (F.col(lsn) if lsn else F.lit(None)).cast("bigint").alias("commit_lsn"),
+        )
+
+    totals = line_counts(spark, sorted({p["landing_file"] for p in plan}))
     tagged = []
     for cs in sets:
         tagged += [
-            cs.events.select("landing_file", "landing_line", F.lit(KIND_LANDED).alias("kind")),
-            cs.rejects.select("landing_file", "landing_line", F.lit(KIND_REJECTED).alias("kind")),
-            cs.pending.select("landing_file", "landing_line", F.lit(KIND_PENDING).alias("kind")),
+            tag(cs.events, KIND_LANDED, "commit_lsn"),
+            tag(cs.rejects, KIND_REJECTED),
+            tag(cs.pending, KIND_PENDING),
         ]
         if cs.control is not None:
-            tagged.append(
-                cs.control.select("landing_file", "landing_line", F.lit(KIND_CONTROL).alias("kind"))
-            )
-    counts: dict[tuple[str, str], tuple[int, int]] = {
-        (r.landing_file, r.kind): (r.n, r.first)
+            tagged.append(tag(cs.control, KIND_CONTROL))
+    stats = {
+        (r.landing_file, r.kind): r
         for r in _union(tagged)
         .groupBy("landing_file", "kind")
-        .agg(F.count("*").alias("n"), F.min("landing_line").alias("first"))
+        .agg(
+            F.count("*").alias("n"),
+            F.min("landing_line").alias("first"),
+            F.max("landing_line").alias("last"),
+            F.max("commit_lsn").alias("lsn"),
+        )
         .collect()
     }
     checks_control = all(cs.control is not None for cs in sets)
     outcomes = []
+    landed_max: dict[str, int] = {}
     for p in plan:
         path = p["landing_file"]
-        n_read = read[path].n if path in read else 0
-        to_line = read[path].last if path in read else p["from_line"] - 1
-        landed, rejected, control, pending = (counts.get((path, k), (0, None))[0] for k in _KINDS)
-        first_pending = counts.get((path, KIND_PENDING), (0, None))[1]
+        to_line = max(totals.get(path, 0), p["from_line"] - 1)
+        n_read = to_line - p["from_line"] + 1
+        landed, rejected, control, pending = (stats[(path, k)].n if (path, k) in stats else 0 for k in _KINDS)
         if not checks_control:
             control = n_read - landed - rejected - pending
         if landed + rejected + control + pending != n_read or control < 0:
@@ -165,8 +202,12 @@ def _file_outcomes(lines: DataFrame, sets: list[ChangeSet], plan: list[dict]) ->
                 f"accounting identity broken for {path}: read {n_read} != landed {landed} + rejected "
                 f"{rejected} + control {control} + pending {pending} (a transform bug)"
             )
+        first_pending = stats[(path, KIND_PENDING)].first if pending else None
         if pending and to_line - first_pending + 1 != pending:
             raise IngestError(f"pending lines of {path} are not a tail of the file (a transform bug)")
+        if landed:
+            lsn = stats[(path, KIND_LANDED)].lsn
+            landed_max[p["source_id"]] = max(lsn, landed_max.get(p["source_id"], lsn))
         outcomes.append(
             {
                 **{k: p[k] for k in ("source_id", "landing_file", "source_format", "file_size", "from_line")},
@@ -179,7 +220,7 @@ def _file_outcomes(lines: DataFrame, sets: list[ChangeSet], plan: list[dict]) ->
                 "pending": pending,
             }
         )
-    return outcomes
+    return outcomes, landed_max
 
 
 _KINDS = (KIND_LANDED, KIND_REJECTED, KIND_CONTROL, KIND_PENDING)
@@ -190,7 +231,6 @@ def load(
     batch_id: int,
     planned_at: datetime,
     plan: list[dict],
-    lines: DataFrame,
     sets: list[ChangeSet],
     frontiers: dict[str, int | None],
 ) -> BatchResult:
@@ -198,15 +238,11 @@ def load(
     spark = ledger.spark
     stamp = [F.lit(batch_id).alias("batch_id"), F.lit(planned_at).alias("ingested_at")]
     events = _union([cs.events for cs in sets])
-    outcomes = _file_outcomes(lines, sets, plan)
+    outcomes, landed_max = _file_outcomes(spark, sets, plan)
 
     ledger.append(EVENTS, events.select("*", *stamp), batch_id)
     ledger.append(REJECTS, _union([cs.rejects for cs in sets]).select("*", *stamp), batch_id)
 
-    landed_max = {
-        r.source_id: r.lsn
-        for r in events.groupBy("source_id").agg(F.max("commit_lsn").alias("lsn")).collect()
-    }
     for source_id in sorted({p["source_id"] for p in plan}):
         known = [v for v in (frontiers.get(source_id), landed_max.get(source_id)) if v is not None]
         frontiers[source_id] = max(known) if known else None
@@ -221,7 +257,7 @@ def load(
 
     done_at = datetime.now(UTC)
     file_rows = [{**o, "batch_id": batch_id, "done_at": done_at} for o in outcomes]
-    ledger.append(FILES, spark.createDataFrame(file_rows, ledger.table(FILES).schema), batch_id)
+    ledger.append(FILES, spark.createDataFrame(file_rows, SCHEMAS[FILES]), batch_id)
     return BatchResult(
         files=outcomes,
         landed=sum(o["landed"] for o in outcomes),
@@ -301,20 +337,19 @@ def run_batch(
     formats = sorted({p["source_format"] for p in plan})
     for fmt in formats:
         transform_for(fmt)  # fail before reading anything when a format module is missing
-    lines = extract(spark, plan).persist(StorageLevel.MEMORY_AND_DISK)
+    lines = extract(spark, plan)
     sets = transform(lines, formats)
     shared = [cs.shared.persist(StorageLevel.MEMORY_AND_DISK) for cs in sets if cs.shared is not None]
     try:
-        return load(ledger, batch_id, planned_at, plan, lines, sets, frontiers)
+        return load(ledger, batch_id, planned_at, plan, sets, frontiers)
     finally:
         for df in shared:
             df.unpersist()
-        lines.unpersist()
 
 
 def _write_plan(ledger: Ledger, batch_id: int, planned_at: datetime, plan: list[dict]) -> None:
     rows = [{**p, "batch_id": batch_id, "planned_at": planned_at} for p in plan]
-    ledger.append(BATCHES, ledger.spark.createDataFrame(rows, ledger.table(BATCHES).schema), batch_id)
+    ledger.append(BATCHES, ledger.spark.createDataFrame(rows, SCHEMAS[BATCHES]), batch_id)
     stored = {(p["landing_file"], p["from_line"]) for p in ledger.plan_of(batch_id)}
     if stored != {(p["landing_file"], p["from_line"]) for p in plan}:
         raise IngestError(
@@ -341,15 +376,18 @@ def run(
         raise IngestError(str(exc)) from exc
     listed = list_files(spark, landing, sources)
     ledger.ensure_tables()
-    states = ledger.file_states()
+    history = ledger.file_rows()
+    states = file_states(history)
+    done = max((r["batch_id"] for r in history), default=0)
+    highest, planned = ledger.last_batch_ids(done)
     frontiers = ledger.frontiers()
-    highest, planned, done = ledger.last_batch_ids()
     summary = RunSummary()
 
     def execute(batch_id: int, planned_at: datetime, plan: list[dict]) -> None:
         t0 = time.monotonic()
         summary.reread += sum(summary.run_pending.get(p["landing_file"], 0) for p in plan)
         result = run_batch(ledger, batch_id, planned_at, plan, frontiers)
+        history.extend({**o, "batch_id": batch_id} for o in result.files)
         for o in result.files:
             states[o["landing_file"]] = FileState(
                 o["source_id"],
@@ -395,6 +433,7 @@ def run(
         execute(batch_id, planned_at, plan)
 
     summary.pending_end = sum(summary.run_pending.values())
+    summary.overall = totals(history)
     summary.seconds = time.monotonic() - started
     return summary
 

@@ -106,6 +106,7 @@ class Ledger:
             raise ValueError(f"invalid target schema name: {schema!r}")
         self.spark = spark
         self.schema = schema
+        self.created: set[str] = set()
 
     def name(self, table: str) -> str:
         return f"{self.schema}.{table}"
@@ -113,9 +114,15 @@ class Ledger:
     def ensure_tables(self) -> None:
         from delta.tables import DeltaTable
 
-        self.spark.sql(f"create schema if not exists {self.schema}")
+        catalog = self.spark.catalog
+        if not catalog.databaseExists(self.schema):
+            self.spark.sql(f"create schema if not exists {self.schema}")
+        existing = {t.name for t in catalog.listTables(self.schema)}
         for table, schema in SCHEMAS.items():
-            DeltaTable.createIfNotExists(self.spark).tableName(self.name(table)).addColumns(schema).execute()
+            if table not in existing:
+                DeltaTable.createIfNotExists(self.spark).tableName(self.name(table)).addColumns(
+                    schema
+                ).execute()
 
     def table(self, table: str) -> DataFrame:
         return self.spark.table(self.name(table))
@@ -131,36 +138,33 @@ class Ledger:
             .saveAsTable(self.name(table))
         )
 
-    def last_batch_ids(self) -> tuple[int, int, int]:
-        """(greatest batch_id in any table, greatest planned, greatest done).
+    def last_batch_ids(self, done: int) -> tuple[int, int]:
+        """(greatest batch_id any table has seen, greatest planned), given the greatest done.
 
         New batch ids start above every id any table has seen: Delta skips an idempotent write whose
         txnVersion is not above the last one committed for its txnAppId, so reusing an id (say, after
-        the ledger tables were dropped but wal_events kept) would silently drop a batch."""
-        highest = {
-            table: self.table(table).agg(F.max("batch_id")).first()[0] or 0
-            for table in (BATCHES, EVENTS, REJECTS, FRONTIER, FILES)
-        }
-        return max(highest.values()), highest[BATCHES], highest[FILES]
+        the ledger tables were dropped but wal_events kept) would silently drop a batch. Every write
+        follows a plan, so the plans' greatest id is enough unless there are no plans at all."""
+        planned = 0
+        if BATCHES not in self.created:
+            planned = self.table(BATCHES).agg(F.max("batch_id")).first()[0] or 0
+        if planned:
+            return max(planned, done), planned
+        tables = [t for t in (EVENTS, REJECTS, FRONTIER, FILES) if t not in self.created]
+        if not tables:
+            return done, planned
+        highest = self.table(tables[0]).select("batch_id")
+        for table in tables[1:]:
+            highest = highest.unionByName(self.table(table).select("batch_id"))
+        return max(highest.agg(F.max("batch_id")).first()[0] or 0, done), planned
 
     def plan_of(self, batch_id: int) -> list[dict]:
         rows = self.table(BATCHES).where(F.col("batch_id") == batch_id).collect()
         return [row.asDict() for row in rows]
 
-    def file_states(self) -> dict[str, FileState]:
-        """The latest outcome of every landed file (one small row per file)."""
-        latest = (
-            self.table(FILES)
-            .groupBy("landing_file")
-            .agg(F.max_by(F.struct(*[c for c in SCHEMAS[FILES].fieldNames()]), "batch_id").alias("f"))
-            .select("f.*")
-        )
-        return {
-            row.landing_file: FileState(
-                row.source_id, row.landing_file, row.source_format, row.file_size, row.to_line, row.next_line
-            )
-            for row in latest.collect()
-        }
+    def file_rows(self) -> list[dict]:
+        """Every outcome row of the ledger (one small row per file per batch that read it)."""
+        return [r.asDict() for r in self.table(FILES).drop("done_at").collect()]
 
     def frontiers(self) -> dict[str, int | None]:
         latest = (
@@ -168,19 +172,31 @@ class Ledger:
         )
         return {row.source_id: row.lsn for row in latest.collect()}
 
-    def totals(self) -> dict[str, int]:
-        """The accounting identity over every batch ever done, from the ledger alone."""
-        files = self.table(FILES)
-        sums = files.agg(
-            *[F.coalesce(F.sum(c), F.lit(0)).alias(c) for c in ("landed", "rejected", "control")]
+
+def file_states(file_rows: list[dict]) -> dict[str, FileState]:
+    """The latest outcome of every landed file."""
+    latest: dict[str, dict] = {}
+    for row in file_rows:
+        seen = latest.get(row["landing_file"])
+        if seen is None or row["batch_id"] > seen["batch_id"]:
+            latest[row["landing_file"]] = row
+    return {
+        path: FileState(
+            r["source_id"], path, r["source_format"], r["file_size"], r["to_line"], r["next_line"]
         )
-        latest = files.groupBy("landing_file").agg(
-            F.max_by("pending", "batch_id").alias("pending"), F.max_by("to_line", "batch_id").alias("lines")
-        )
-        tail = latest.agg(
-            F.coalesce(F.sum("pending"), F.lit(0)).alias("pending"),
-            F.coalesce(F.sum("lines"), F.lit(0)).alias("lines"),
-        )
-        totals = sums.first().asDict()
-        totals.update(tail.first().asDict())
-        return totals
+        for path, r in latest.items()
+    }
+
+
+def totals(file_rows: list[dict]) -> dict[str, int]:
+    """The accounting identity over every batch ever done: landed + rejected + control + pending
+    (the latest of each file) = lines (every line of every file read so far)."""
+    latest: dict[str, dict] = {}
+    for row in file_rows:
+        seen = latest.get(row["landing_file"])
+        if seen is None or row["batch_id"] > seen["batch_id"]:
+            latest[row["landing_file"]] = row
+    result = {k: sum(r[k] for r in file_rows) for k in ("landed", "rejected", "control")}
+    result["pending"] = sum(r["pending"] for r in latest.values())
+    result["lines"] = sum(r["to_line"] for r in latest.values())
+    return result

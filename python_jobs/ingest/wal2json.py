@@ -302,7 +302,25 @@ def _lines_of(classified: DataFrame, kind: str) -> DataFrame:
 
 def transform(lines: DataFrame) -> ChangeSet:
     """wal2json lines (source_id, landing_file, landing_line, line) -> ChangeSet."""
-    shared = classify(lines)
+    classified = classify(lines)
+    # What the outputs need, and no more: the job persists this frame for the batch, and the raw
+    # text of a line is only kept where it is rejected.
+    shared = classified.select(
+        "source_id",
+        "landing_file",
+        "landing_line",
+        "kind",
+        "reason",
+        F.when(F.col("kind") == KIND_REJECT, F.col("line")).alias("line"),
+        F.when(F.col("kind") == KIND_EVENT, F.col("r")).alias("r"),
+        "code",
+        "non_tx_message",
+        "lsn_value",
+        "xid_value",
+        "commit_lsn",
+        "commit_idx",
+        "commit_ts",
+    )
     rejects = shared.where(F.col("kind") == KIND_REJECT).select(
         "source_id", "landing_file", "landing_line", F.col("line").alias("raw_line"), "reason"
     )
