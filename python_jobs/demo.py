@@ -44,7 +44,7 @@ def dbt_build(spark, schema: str) -> bool:
     # warehouse create the tables empty first.
     if not spark.catalog.tableExists(f"{schema}.consumer_records"):
         print("      fresh warehouse: dbt run --empty creates the model tables for the unit tests")
-        if not dbt("run", "--empty"):
+        if not (dbt("seed") and dbt("run", "--empty")):
             return False
     return dbt("build")
 
@@ -52,8 +52,12 @@ def dbt_build(spark, schema: str) -> bool:
 def report(spark, raw_schema: str, schema: str) -> None:
     print("\nwhat was built:")
     for name in [f"{raw_schema}.{t}" for t in RAW_TABLES] + [f"{schema}.{t}" for t in MODEL_TABLES]:
-        count = spark.table(name).count()
-        print(f"  {name:<36} {count:>8,} rows")
+        if spark.catalog.tableExists(name):
+            print(f"  {name:<36} {spark.table(name).count():>8,} rows")
+        else:
+            print(f"  {name:<36} not built")
+    if not spark.catalog.tableExists(f"{schema}.consumer_records"):
+        return
     print("\nconsumer_records per table:")
     for row in spark.sql(
         "select consumer_name, source_id, source_schema || '.' || source_table as source_table, "
@@ -132,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     print("[4/4] dbt build: models, snapshot, unit and data tests")
     ok = dbt_build(spark, args.schema)
     report(spark, args.raw_schema, args.schema)
-    ok = not verify(spark, landing, args.schema) and ok
+    ok = ok and not verify(spark, landing, args.schema)
     elapsed = time.monotonic() - started
     verdict = "built and tested" if ok else "FAILED: see dbt's output above"
     print(f"\ndemo {verdict} in {elapsed:.0f}s")
