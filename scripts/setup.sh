@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
 # Installs everything wal_lake needs, idempotently: the virtual environment with pinned packages,
-# Delta Lake's jars (from Maven Central, cached outside git) and, with --postgres, Postgres 15 and
-# wal2json from Debian's packages. Safe to run again: each step is skipped when already done.
+# Delta Lake's jars (from Maven Central, cached outside git), with --postgres, Postgres 15 and
+# wal2json from Debian's packages, and with --chromium, Debian's chromium (renders the docs site in
+# tests/python/test_docs.py). Safe to run again: each step is skipped when already done.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 want_postgres=0
+want_chromium=0
 for arg in "$@"; do
   case "$arg" in
     --postgres) want_postgres=1 ;;
-    *) echo "setup.sh: unknown argument '$arg' (known: --postgres)" >&2; exit 2 ;;
+    --chromium) want_chromium=1 ;;
+    *) echo "setup.sh: unknown argument '$arg' (known: --postgres, --chromium)" >&2; exit 2 ;;
   esac
 done
 
@@ -58,6 +61,18 @@ if [ "$want_postgres" = 1 ]; then
     SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
     $SUDO apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq postgresql-15 postgresql-15-wal2json >/dev/null
+  fi
+fi
+
+# 4. Chromium, headless, to render the dbt documentation site in the tests.
+if [ "$want_chromium" = 1 ]; then
+  if [ -x /usr/bin/chromium ]; then
+    step "chromium present"
+  else
+    step "installing chromium from Debian's packages"
+    SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null
   fi
 fi
 step "done"
