@@ -3,13 +3,13 @@ SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: setup setup-postgres demo test lint clean
+.PHONY: setup setup-test demo test lint clean
 
 setup:
 	@bash scripts/setup.sh
 
-setup-postgres:
-	@bash scripts/setup.sh --postgres
+setup-test:
+	@bash scripts/setup.sh --postgres --chromium
 
 ## demo: land sample WAL, build and test the models on the embedded default, print what was built
 demo: setup
@@ -22,7 +22,7 @@ lint: setup
 	@$(VENV)/bin/ruff format --check $(wildcard python_jobs tests scripts benchmarks)
 
 ## test: lint, then the whole test suite (Spark, dbt, a real Postgres started by the tests)
-test: setup-postgres lint
+test: setup-test lint
 	@$(VENV)/bin/pytest
 
 clean:
