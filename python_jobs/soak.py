@@ -20,6 +20,7 @@ for the ingestion job and dbt to be run over it.
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import random
 import signal
@@ -29,7 +30,7 @@ import tempfile
 import threading
 import time
 from collections import Counter
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext, redirect_stdout
 from pathlib import Path
 
 import psycopg
@@ -94,7 +95,7 @@ def run_seed(admin_dsn: str, seed: int, args: argparse.Namespace, landing: Path)
     writer = threading.Thread(target=write, args=(first, 1))
     writer.start()
     time.sleep(rng.random() * 0.3)
-    if capture.main([*base, "--once", "--snapshot"]) != 0:
+    if run_capture([*base, "--once", "--snapshot"]) != 0:
         writer.join()
         return [f"seed {seed}: capture --snapshot failed"], ""
     writer.join()
@@ -114,8 +115,13 @@ def run_seed(admin_dsn: str, seed: int, args: argparse.Namespace, landing: Path)
     if failures:
         return [f"seed {seed}: workload failed: {failures[0]!r}"], ""
 
-    # Phase 3: drain what is left.
-    if capture.main([*base, "--once", "--max-changes-per-file", str(rng.choice([50, 500]))]) != 0:
+    # Phase 3: a capture that dies after its files are durable but before the slot advances
+    # (every file it wrote is replayed by the next one), then drain what is left.
+    if rng.random() < 0.7:
+        with _slot_never_advances():
+            if run_capture([*base, "--once", "--max-changes-per-file", str(rng.choice([30, 300]))]) != 0:
+                return [f"seed {seed}: capture without advancing failed"], ""
+    if run_capture([*base, "--once", "--max-changes-per-file", str(rng.choice([50, 500]))]) != 0:
         return [f"seed {seed}: final capture failed"], ""
 
     files = sorted(source_dir.glob("*.jsonl"))
@@ -162,6 +168,28 @@ def run_seed(admin_dsn: str, seed: int, args: argparse.Namespace, landing: Path)
         + ("OK" if not problems else f"{len(problems)} MISMATCHES")
     )
     return problems, summary
+
+
+def run_capture(argv: list[str]) -> int:
+    """The capture job in this process, its summary line silenced (errors still go to stderr)."""
+    with redirect_stdout(io.StringIO()):
+        return capture.main(argv)
+
+
+@contextmanager
+def _slot_never_advances():
+    """The capture "crashes" right after its first durable file: the slot is not advanced."""
+    original = capture.advance
+
+    def crash_instead(conn, slot, lsn):
+        capture.Stop.requested = True
+
+    capture.advance = crash_instead
+    try:
+        yield
+    finally:
+        capture.advance = original
+        capture.Stop.requested = False
 
 
 def transactions_of(lines) -> dict[int, tuple[str, ...]]:
