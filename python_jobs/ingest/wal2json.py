@@ -33,6 +33,7 @@ from python_jobs.ingest.changeset import (
     ACTION_DELETE,
     ACTION_INSERT,
     ACTION_MESSAGE,
+    ACTION_READ,
     ACTION_TRUNCATE,
     ACTION_UPDATE,
     EVENTS_SCHEMA,
@@ -52,6 +53,9 @@ CODE_UPDATE = "U"
 CODE_DELETE = "D"
 CODE_TRUNCATE = "T"
 CODE_MESSAGE = "M"
+# Not wal2json's own: the capture job's initial snapshot writes each table row as an "R" line inside
+# one B ... C transaction at the slot's consistent point (docs/capture.md).
+CODE_READ = "R"
 
 ACTIONS = {
     CODE_INSERT: ACTION_INSERT,
@@ -59,9 +63,10 @@ ACTIONS = {
     CODE_DELETE: ACTION_DELETE,
     CODE_TRUNCATE: ACTION_TRUNCATE,
     CODE_MESSAGE: ACTION_MESSAGE,
+    CODE_READ: ACTION_READ,
 }
 CHANGE_CODES = list(ACTIONS)
-ROW_CODES = [CODE_INSERT, CODE_UPDATE, CODE_DELETE]
+ROW_CODES = [CODE_INSERT, CODE_UPDATE, CODE_DELETE, CODE_READ]
 KNOWN_CODES = [CODE_BEGIN, CODE_COMMIT, *CHANGE_CODES]
 
 # Line outcomes inside the transform.

@@ -14,7 +14,7 @@ import pytest
 from python_jobs.ingest import wal2json
 from python_jobs.ingest.changeset import EVENTS_SCHEMA, LINES_SCHEMA, REJECTS_SCHEMA
 
-FIXTURE = Path("/work/shared/fixtures/wal2json/accounts.jsonl")
+FIXTURE = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "wal2json" / "accounts.jsonl"
 TS = "2026-11-21 23:24:38.526689+00"
 
 
@@ -144,6 +144,13 @@ SCENARIOS: dict[str, list[str]] = {
     "change_xid_mismatch": txn("0/200", ins(1, xid=999), ins(2, "0/130")),
     "pending": [*txn("0/200", ins(1)), rec("B", 701, "0/300"), ins(2, xid=701), "{not json"],
     "empty_line": txn("0/200", ins(1), ""),
+    # The capture job's initial snapshot: "R" rows in one transaction at the slot's start.
+    "snapshot": [
+        rec("B", 0, "0/300", snapshot=True),
+        rec("R", 0, "0/300", schema="public", table="t", columns=cols(id=5, v="a"), pk=PK_ID),
+        rec("R", 0, "0/300", schema="public", table="t", columns=cols(id=6, v="b"), pk=PK_ID),
+        rec("C", 0, "0/300", snapshot=True),
+    ],
 }
 
 
@@ -320,3 +327,11 @@ def test_trailing_transaction_without_commit_is_pending(result):
     # The open transaction and everything after it, a malformed line included, is re-read next time.
     assert [p["landing_line"] for p in of(result, "pending", "pending")] == [4, 5, 6]
     assert not of(result, "rejects", "pending")
+
+
+def test_snapshot_rows_land_as_reads_at_the_snapshot_position(result):
+    reads = sorted(
+        (e["commit_lsn"], e["commit_idx"], e["action"], e["record_pk"], e["record"]["v"])
+        for e in of(result, "events", "snapshot")
+    )
+    assert reads == [(0x300, 0, "read", '["5"]', "a"), (0x300, 1, "read", '["6"]', "b")]
