@@ -24,7 +24,9 @@ from python_jobs import capture, oracle, workload
 from python_jobs.pg_server import PostgresServer, missing_requirements
 
 PROJECT_DIR = Path(__file__).resolve().parents[2]
-FIXTURES = Path(os.environ.get("WAL_LAKE_FIXTURES", "/work/shared/fixtures"))
+FIXTURES = Path(
+    os.environ.get("WAL_LAKE_FIXTURES", Path(__file__).resolve().parents[3] / "shared" / "fixtures")
+)
 _counter = itertools.count()
 
 
