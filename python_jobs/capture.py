@@ -424,7 +424,10 @@ def _snapshot_once(dsn: str, slot: str, landing_dir: Path) -> tuple[Path, int, i
             raise (
                 explain_plugin_error(exc) or CaptureError(f"cannot create slot '{slot}': {first_line(exc)}")
             ) from exc
-        consistent_point, snapshot_name = parse_lsn(row[1]), row[2]
+        # The snapshot holds what committed before the consistent point, and a streamed transaction
+        # may commit exactly at it: the snapshot takes the position just below, so the two positions
+        # never collide and the snapshot orders first.
+        consistent_point, snapshot_name = parse_lsn(row[1]) - 1, row[2]
         # The exported snapshot lives while the replication connection stays idle and open.
         reader = connect(dsn)
         try:
