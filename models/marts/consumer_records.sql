@@ -14,6 +14,8 @@
     `upto` is fixed when the model starts and stamped on the model's own Delta commit, so the next
     run starts exactly where this one ended, even when its last touches were deletes.
 -#}
+{%- set table_key = ['consumer_name', 'source_id', 'source_schema', 'source_table'] -%}
+{%- set record_key = table_key + ['record_pk'] -%}
 {%- set consumed = consumed_seq(this) if is_incremental() else 0 -%}
 {%- set upto = sequin_seq_upto(ref('sequin_events')) %}
 
@@ -108,10 +110,7 @@ live_touches as (
     from touches
     left join truncates
         on
-            touches.consumer_name = truncates.consumer_name
-            and touches.source_id = truncates.source_id
-            and touches.source_schema = truncates.source_schema
-            and touches.source_table = truncates.source_table
+            {{ columns_equal('touches', 'truncates', table_key) }}
     where truncates.truncated_seq is null or touches.seq > truncates.truncated_seq
 
 ),
@@ -126,10 +125,7 @@ existing as (
         from {{ this }} as existing_records
         left join truncates
             on
-                existing_records.consumer_name = truncates.consumer_name
-                and existing_records.source_id = truncates.source_id
-                and existing_records.source_schema = truncates.source_schema
-                and existing_records.source_table = truncates.source_table
+                {{ columns_equal('existing_records', 'truncates', table_key) }}
     {%- else -%}
         select
             cast(null as string) as consumer_name,
@@ -181,18 +177,12 @@ moved_bases as (
     from live_touches as moves
     left join live_touches as earlier
         on
-            moves.consumer_name = earlier.consumer_name
-            and moves.source_id = earlier.source_id
-            and moves.source_schema = earlier.source_schema
-            and moves.source_table = earlier.source_table
+            {{ columns_equal('moves', 'earlier', table_key) }}
             and moves.moved_from_pk = earlier.record_pk
             and earlier.seq < moves.seq
     left join starting_records
         on
-            moves.consumer_name = starting_records.consumer_name
-            and moves.source_id = starting_records.source_id
-            and moves.source_schema = starting_records.source_schema
-            and moves.source_table = starting_records.source_table
+            {{ columns_equal('moves', 'starting_records', table_key) }}
             and moves.moved_from_pk = starting_records.record_pk
     where moves.moved_from_pk is not null and moves.moved_from_pk != moves.record_pk
     group by
@@ -214,11 +204,7 @@ touches_with_bases as (
     from live_touches
     left join moved_bases
         on
-            live_touches.consumer_name = moved_bases.consumer_name
-            and live_touches.source_id = moved_bases.source_id
-            and live_touches.source_schema = moved_bases.source_schema
-            and live_touches.source_table = moved_bases.source_table
-            and live_touches.record_pk = moved_bases.record_pk
+            {{ columns_equal('live_touches', 'moved_bases', record_key) }}
             and live_touches.seq = moved_bases.seq
 
 ),
@@ -252,11 +238,7 @@ flattened as (
     from touches_with_bases
     left join starting_records
         on
-            touches_with_bases.consumer_name = starting_records.consumer_name
-            and touches_with_bases.source_id = starting_records.source_id
-            and touches_with_bases.source_schema = starting_records.source_schema
-            and touches_with_bases.source_table = starting_records.source_table
-            and touches_with_bases.record_pk = starting_records.record_pk
+            {{ columns_equal('touches_with_bases', 'starting_records', record_key) }}
     group by
         touches_with_bases.consumer_name,
         touches_with_bases.source_id,
@@ -308,11 +290,7 @@ truncated as (
     from existing
     left anti join applied
         on
-            existing.consumer_name = applied.consumer_name
-            and existing.source_id = applied.source_id
-            and existing.source_schema = applied.source_schema
-            and existing.source_table = applied.source_table
-            and existing.record_pk = applied.record_pk
+            {{ columns_equal('existing', 'applied', record_key) }}
     where existing.seq < existing.truncated_seq
 
 ),
