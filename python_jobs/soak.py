@@ -111,6 +111,7 @@ def run_seed(admin_dsn: str, seed: int, args: argparse.Namespace, landing: Path)
     time.sleep(rng.random() * 1.5)
     follower.send_signal(signal.SIGKILL)
     follower.wait()
+    wait_until_released(dsn, slot)
     writer.join()
     if failures:
         return [f"seed {seed}: workload failed: {failures[0]!r}"], ""
@@ -168,6 +169,22 @@ def run_seed(admin_dsn: str, seed: int, args: argparse.Namespace, landing: Path)
         + ("OK" if not problems else f"{len(problems)} MISMATCHES")
     )
     return problems, summary
+
+
+def wait_until_released(dsn: str, slot: str, timeout: float = 30.0) -> None:
+    """Waits until the killed capture's server backend is gone: until then it still holds the slot
+    and the capture lock, and the next capture would rightly refuse to start."""
+    deadline = time.monotonic() + timeout
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        while time.monotonic() < deadline:
+            busy = conn.execute(
+                "select exists (select 1 from pg_replication_slots where slot_name = %s and active)"
+                " or exists (select 1 from pg_locks where locktype = 'advisory' and pid != pg_backend_pid())",
+                (slot,),
+            ).fetchone()[0]
+            if not busy:
+                return
+            time.sleep(0.1)
 
 
 def run_capture(argv: list[str]) -> int:
