@@ -82,4 +82,23 @@ def get_spark(app_name: str = "wal_lake", extra_conf: dict[str, str] | None = No
     builder = SparkSession.builder.enableHiveSupport()
     for key, value in conf.items():
         builder = builder.config(key, value)
-    return builder.getOrCreate()
+    session = builder.getOrCreate()
+    open_metastore(session, conf)
+    return session
+
+
+def open_metastore(session, conf: dict[str, str]) -> None:
+    """Open the metastore now, so that a metastore held by another process fails here with one line
+    rather than at the job's first table lookup with a long Hive trace."""
+    try:
+        session.catalog.listDatabases()
+    except Exception as exc:
+        if "HiveMetaStoreClient" not in str(exc) and "metastore" not in str(exc).lower():
+            raise
+        url = conf.get("spark.hadoop.javax.jdo.option.ConnectionURL", "the configured metastore")
+        session.stop()
+        raise SparkSetupError(
+            f"cannot open the Hive metastore ({url}): another Spark process (a dbt run, an ingestion "
+            "job) probably holds it; the local target admits one Spark process at a time (README, "
+            "'One Spark process at a time'): wait for it, or use another WAL_LAKE_SPARK_DIR"
+        ) from exc

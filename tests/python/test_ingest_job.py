@@ -209,3 +209,70 @@ def test_cli_fails_with_one_clear_line(spark, tmp_path, capsys):
     with pytest.raises(SystemExit) as help_exit:
         job.parse_args(["--help"])
     assert help_exit.value.code == 0
+
+
+class _ShuffledListing:
+    """A Hadoop FileSystem whose listings come back in a shuffled order (as object stores and some
+    file systems may return them); everything else goes to the real one. Records what it returned."""
+
+    def __init__(self, fs, rng, returned: list[list[str]]):
+        self._fs, self._rng, self.returned = fs, rng, returned
+
+    def __getattr__(self, name):
+        return getattr(self._fs, name)
+
+    def _shuffled(self, statuses) -> list:
+        found = list(statuses)
+        self._rng.shuffle(found)
+        self.returned.append([st.getPath().toString() for st in found])
+        return found
+
+    def listStatus(self, path):  # noqa: N802 (Hadoop's name)
+        return self._shuffled(self._fs.listStatus(path))
+
+    def listFiles(self, path, recursive):  # noqa: N802
+        it, found = self._fs.listFiles(path, recursive), []
+        while it.hasNext():
+            found.append(it.next())
+        return _Iterator(self._shuffled(found))
+
+
+class _Iterator:
+    def __init__(self, items):
+        self._items = list(items)
+
+    def hasNext(self):  # noqa: N802
+        return bool(self._items)
+
+    def next(self):
+        return self._items.pop(0)
+
+
+def test_a_landing_zone_listed_out_of_order_lands_as_if_listed_in_order(spark, landing, schema, monkeypatch):
+    import random
+
+    from python_jobs.ingest import landing as landing_module
+
+    # One transaction split across three files, a second source, and a later file per source.
+    (landing / "other").mkdir()
+    write(landing / "src" / "0001.jsonl", FIXTURE_LINES[:5])
+    write(landing / "src" / "0002.jsonl", FIXTURE_LINES[5:9])
+    write(landing / "src" / "0003.jsonl", FIXTURE_LINES[9:])
+    write(landing / "other" / "0001.jsonl", FIXTURE_LINES[:12])
+    write(landing / "other" / "0002.jsonl", FIXTURE_LINES[12:])
+    in_order = f"{schema}_in_order"
+    in_order_summary, _ = ingest(spark, landing, in_order, max_files_per_batch=2)
+    expected = _landed(spark, in_order)
+    assert len(expected[EVENTS]) == 30
+
+    original, rng, returned = landing_module._fs, random.Random(5), []
+
+    def shuffled_fs(session, path):
+        hpath, fs = original(session, path)
+        return hpath, _ShuffledListing(fs, rng, returned)
+
+    monkeypatch.setattr(landing_module, "_fs", shuffled_fs)
+    summary, _ = ingest(spark, landing, schema, max_files_per_batch=2)
+    assert any(len(names) > 1 and names != sorted(names) for names in returned), returned
+    assert summary.balanced and summary.batches == in_order_summary.batches
+    assert _landed(spark, schema) == expected

@@ -1,0 +1,498 @@
+"""Fault injection: kill -9 the pipeline at random points, rerun it, compare with an undisturbed run.
+
+The pipeline is one process that lands the landing zone (the ingestion job) and runs the dbt models
+on the same Spark session (``step``). ``inject`` builds a seeded sample landing zone, delivers it in
+two rounds, and runs the pipeline twice over it in separate warehouses:
+
+- the reference: each round once, undisturbed (and checked against the sample's expected state);
+- the faulted run: each round's pipeline is killed with SIGKILL (the whole process group: Python
+  and its Spark JVM, as when a machine dies) at random points, then rerun until it completes. Kill
+  points are counted in files written under the warehouse since the process started (Delta data
+  files and commits of every table, so a point falls before, inside or after any write of the
+  ingestion job or of a dbt MERGE), or in seconds (during start-up and reading), or are "mid-merge":
+  a model's new data files exist and its Delta commit does not yet. Then two pipelines are started
+  at once, and finally every landing file is replayed under a new name.
+
+After every round the faulted warehouse must equal the reference, table by table and row for row
+(timestamps of the run itself left out). The figures (kills, rows lost, rows duplicated) end in
+one summary line. ``scripts/faults.sh`` runs many kills; the test suite runs a few
+(tests/python/test_faults.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from python_jobs.spark_session import PROJECT_DIR
+
+RAW_SCHEMA = "wal_lake_raw"
+SCHEMA = "wal_lake"
+RAW_TABLES = ("wal_events", "wal_rejects", "wal_frontier", "wal_files", "wal_batches")
+MODEL_TABLES = ("sequin_events", "consumer_records", "record_history", "sequin_violations")
+# Columns that record when a run happened (or a copy's mtime), not what it produced.
+RUN_COLUMNS = {"ingested_at", "updated_at", "done_at", "planned_at", "modified_at"}
+LANDING_MARK = "<landing>"
+
+
+# --- the pipeline step (the process that gets killed) ---------------------------------------------
+
+
+def dump_tables(spark, landing: Path) -> dict[str, list[str]]:
+    """Every raw and model table as sorted JSON rows, run timestamps left out and the landing root
+    replaced by a mark (the reference and the faulted run land the same files from two folders)."""
+    from pyspark.sql import functions as F
+
+    root = str(landing.resolve())
+    tables = {}
+    for name in [f"{RAW_SCHEMA}.{t}" for t in RAW_TABLES] + [f"{SCHEMA}.{t}" for t in MODEL_TABLES]:
+        if not spark.catalog.tableExists(name):
+            tables[name] = []
+            continue
+        df = spark.table(name)
+        cols = [c for c in df.columns if c not in RUN_COLUMNS]
+        rows = df.select(F.to_json(F.struct(*cols)).alias("j")).collect()
+        tables[name] = sorted(r.j.replace(root, LANDING_MARK) for r in rows)
+    return tables
+
+
+def step(landing: Path, dump: Path | None, max_files_per_batch: int, verify: bool) -> int:
+    """Land what is new, run the models, optionally dump the tables and check the expected state."""
+    from dbt.cli.main import dbtRunner
+
+    from python_jobs.demo import verify as verify_state
+    from python_jobs.ingest import job
+    from python_jobs.spark_session import SparkSetupError, get_spark
+
+    try:
+        spark = get_spark("wal_lake_faults")
+    except SparkSetupError as exc:
+        print(f"faults: error: {exc}", file=sys.stderr, flush=True)
+        return 2
+    summary = job.run(spark, str(landing.resolve()), max_files_per_batch=max_files_per_batch or None)
+    print(summary.line(), flush=True)
+
+    def dbt(*args: str) -> bool:
+        result = dbtRunner().invoke(
+            [*args, "--project-dir", str(PROJECT_DIR), "--profiles-dir", str(PROJECT_DIR), "--quiet"]
+        )
+        return bool(result.success)
+
+    if not spark.catalog.tableExists(f"{SCHEMA}.consumer_records") and not dbt("seed"):
+        return 1
+    if not dbt("run"):
+        return 1
+    if dump is not None:
+        tmp = dump.with_suffix(".tmp")
+        tmp.write_text(json.dumps(dump_tables(spark, landing)))
+        tmp.rename(dump)
+    if verify and verify_state(spark, landing, SCHEMA):
+        return 1
+    return 0
+
+
+# --- the injector ---------------------------------------------------------------------------------
+
+
+@dataclass
+class Kill:
+    round: int
+    point: str  # "files:N", "seconds:S" or "mid-merge:<table>"
+    at: str = ""  # what was last written when the process died
+    happened: bool = False
+
+
+@dataclass
+class Report:
+    kills: list[Kill] = field(default_factory=list)
+    concurrent_exit_codes: list[int] = field(default_factory=list)
+    concurrent_errors: list[str] = field(default_factory=list)
+    comparisons: list[str] = field(default_factory=list)  # "<phase>: equal" or the differences
+    rows_lost: int = 0
+    rows_duplicated: int = 0
+    rows_compared: int = 0
+    replayed_lines: int = 0
+
+    @property
+    def injected(self) -> int:
+        return sum(k.happened for k in self.kills)
+
+    @property
+    def ok(self) -> bool:
+        return (
+            self.rows_lost == 0
+            and self.rows_duplicated == 0
+            and all(c.endswith(": equal") for c in self.comparisons)
+        )
+
+    def line(self) -> str:
+        verdict = "ok" if self.ok else "FAILED"
+        return (
+            f"faults: {self.injected} kills injected ({len(self.kills) - self.injected} runs ended "
+            f"before their kill point), 2 concurrent runs (exit codes {self.concurrent_exit_codes}), "
+            f"{self.replayed_lines:,} lines replayed; {len(self.comparisons)} comparisons of "
+            f"{self.rows_compared:,} rows: {self.rows_lost} lost, {self.rows_duplicated} duplicated "
+            f"[{verdict}]"
+        )
+
+
+class Warehouse:
+    """One landing zone and one warehouse; runs pipeline steps in fresh processes against them."""
+
+    def __init__(self, root: Path, max_files_per_batch: int):
+        self.root = root
+        self.landing = root / "landing"
+        self.spark_dir = root / "spark"
+        self.warehouse = self.spark_dir / "warehouse"
+        self.max_files_per_batch = max_files_per_batch
+        self.landing.mkdir(parents=True, exist_ok=True)
+        self.runs = 0
+
+    def env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update(
+            WAL_LAKE_SPARK_DIR=str(self.spark_dir),
+            DBT_TARGET_PATH=str(self.root / f"target_{self.runs}"),
+            DBT_LOG_PATH=str(self.root / "logs"),
+            WAL_LAKE_TARGET="local",
+            WAL_LAKE_SCHEMA=SCHEMA,
+            WAL_LAKE_RAW_SCHEMA=RAW_SCHEMA,
+        )
+        env.setdefault("WAL_LAKE_CORES", "2")
+        return env
+
+    def start(self, dump: Path | None = None, verify: bool = False) -> subprocess.Popen:
+        self.runs += 1
+        cmd = [sys.executable, "-m", "python_jobs.faults", "step", "--landing", str(self.landing)]
+        cmd += ["--max-files-per-batch", str(self.max_files_per_batch)]
+        if dump is not None:
+            cmd += ["--dump", str(dump)]
+        if verify:
+            cmd.append("--verify")
+        log = open(self.root / f"run_{self.runs}.log", "w")  # noqa: SIM115 (closed with the process)
+        proc = subprocess.Popen(
+            cmd, cwd=PROJECT_DIR, env=self.env(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        proc.log = log  # type: ignore[attr-defined]
+        return proc
+
+    def finish(self, proc: subprocess.Popen, timeout: float = 900) -> int:
+        try:
+            rc = proc.wait(timeout)
+        finally:
+            proc.log.close()  # type: ignore[attr-defined]
+        return rc
+
+    def complete(self, tag: str, verify: bool = False) -> dict[str, list[str]]:
+        """Run a step to completion and return its dump; fail with the log tail otherwise."""
+        dump = self.root / f"dump_{tag}.json"
+        proc = self.start(dump, verify)
+        rc = self.finish(proc)
+        if rc != 0:
+            tail = (self.root / f"run_{self.runs}.log").read_text().splitlines()[-25:]
+            raise RuntimeError(f"pipeline step '{tag}' in {self.root} exited {rc}:\n" + "\n".join(tail))
+        return json.loads(dump.read_text())
+
+    def written(self) -> dict[str, float]:
+        """Every file under the warehouse with its mtime."""
+        found = {}
+        for dirpath, _, names in os.walk(self.warehouse):
+            for name in names:
+                path = os.path.join(dirpath, name)
+                try:
+                    found[path] = os.stat(path).st_mtime
+                except FileNotFoundError:
+                    pass
+        return found
+
+    def run_and_kill(self, kill: Kill) -> None:
+        """Start a step and SIGKILL its process group at the kill point (unless it ends first)."""
+        before = set(self.written())
+        kind, _, arg = kill.point.partition(":")
+        proc = self.start()
+        started = time.monotonic()
+        merge_table = self.warehouse / f"{SCHEMA}.db" / arg if kind == "mid-merge" else None
+        merge_commits = _commits(merge_table) if merge_table else set()
+        merge_data = _data_files(merge_table) if merge_table else set()
+        while proc.poll() is None:
+            if kind == "seconds":
+                hit = time.monotonic() - started >= float(arg)
+            elif kind == "files":
+                hit = len(set(self.written()) - before) >= int(arg)
+            else:
+                new = sorted(_data_files(merge_table) - merge_data)
+                commits = _commits(merge_table)
+                if commits - merge_commits:  # it committed between two looks: wait for the next one
+                    merge_commits, merge_data = commits, _data_files(merge_table)
+                    hit = False
+                else:
+                    hit = bool(new)
+            if hit:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+                kill.happened = True
+                latest = sorted(set(self.written()) - before, key=lambda p: os.stat(p).st_mtime)
+                kill.at = _short(latest[-1], self.warehouse) if latest else "nothing written yet"
+                kill.at += f" ({len(latest)} files written, {time.monotonic() - started:.1f}s)"
+                break
+            time.sleep(0.02)
+        self.finish(proc)
+        # A killed JVM can leave the Derby metastore's lock files; Derby reclaims them on the next boot.
+
+
+def _commits(table: Path | None) -> set[str]:
+    log = table / "_delta_log" if table else None
+    return {p.name for p in log.glob("*.json")} if log and log.is_dir() else set()
+
+
+def _data_files(table: Path | None) -> set[str]:
+    return {p.name for p in table.glob("*.parquet")} if table and table.is_dir() else set()
+
+
+def _short(path: str, root: Path) -> str:
+    return os.path.relpath(path, root)
+
+
+def compare(phase: str, expected: dict[str, list[str]], found: dict[str, list[str]], report: Report) -> None:
+    """Row-for-row comparison of two dumps; counts rows lost and rows duplicated."""
+    differences = []
+    for table in sorted(expected):
+        want, got = Counter(expected[table]), Counter(found.get(table, []))
+        lost, extra = sum((want - got).values()), sum((got - want).values())
+        report.rows_compared += len(expected[table])
+        report.rows_lost += lost
+        report.rows_duplicated += extra
+        if lost or extra:
+            sample = next(iter((want - got) or (got - want)))
+            differences.append(f"{table}: {lost} lost, {extra} extra (e.g. {sample[:200]})")
+    report.comparisons.append(f"{phase}: " + ("; ".join(differences) if differences else "equal"))
+
+
+def deliver(sample: Path, landing: Path, files: list[tuple[str, str]], prefix: str = "") -> int:
+    """Copy sample files into a landing zone the way a writer must: under a hidden name, then renamed
+    in. Returns the number of lines delivered."""
+    lines = 0
+    for source, name in files:
+        target_dir = landing / source / prefix if prefix else landing / source
+        target_dir.mkdir(parents=True, exist_ok=True)
+        tmp = target_dir / f".{name}.part"
+        shutil.copyfile(sample / source / name, tmp)
+        tmp.rename(target_dir / name)
+        lines += sum(1 for _ in (sample / source / name).open("rb"))
+    return lines
+
+
+def plan_kills(rng: random.Random, rounds: int, kills: int, files_per_round: list[int]) -> list[Kill]:
+    """Spread the kills over the rounds; the first of round 2 is mid-merge of a model, others random."""
+    plan = []
+    for i in range(kills):
+        rnd = 1 + (i * rounds) // kills if kills >= rounds else rounds - i
+        first_of_round = not any(k.round == rnd for k in plan)
+        roll = rng.random()
+        if rnd > 1 and first_of_round:
+            point = f"mid-merge:{rng.choice(['sequin_events', 'consumer_records'])}"
+        elif roll < 0.15:
+            point = f"seconds:{rng.uniform(1.0, 10.0):.1f}"
+        else:
+            # A kill run resumes where the last one died, so aim within the first half of a full run.
+            point = f"files:{rng.randint(1, max(1, files_per_round[rnd - 1] // 2))}"
+        plan.append(Kill(rnd, point))
+    return plan
+
+
+def inject(
+    workdir: Path,
+    kills: int,
+    seed: int,
+    transactions: int = 200,
+    max_files_per_batch: int = 3,
+    out=sys.stdout,
+) -> Report:
+    from python_jobs import sample_data
+
+    def say(text: str) -> None:
+        print(text, file=out, flush=True)
+
+    started = time.monotonic()
+    rng = random.Random(seed)
+    report = Report()
+    sample = workdir / "sample"
+    if sample.exists():
+        shutil.rmtree(sample)
+    sample_data.generate(sample, seed=seed, transactions=transactions)
+    manifest = json.loads((sample / "manifest.json").read_text())
+    files = [(s, name) for s, info in sorted(manifest["sources"].items()) for name in info["files"]]
+    # Round 1: the first half of every source's files; round 2: the rest (an incremental MERGE).
+    halves: list[list[tuple[str, str]]] = [[], []]
+    for source, info in sorted(manifest["sources"].items()):
+        cut = len(info["files"]) // 2
+        halves[0] += [(source, n) for n in info["files"][:cut]]
+        halves[1] += [(source, n) for n in info["files"][cut:]]
+    say(f"faults: seed {seed}, {transactions} transactions, {len(files)} files in 2 rounds; {kills} kills")
+
+    ref = Warehouse(workdir / "reference", max_files_per_batch)
+    faulted = Warehouse(workdir / "faulted", max_files_per_batch)
+    expected: list[dict[str, list[str]]] = []
+    files_per_round = []
+    for rnd, half in enumerate(halves, 1):
+        deliver(sample, ref.landing, half)
+        if rnd == 2:  # what --verify compares consumer_records with
+            shutil.copyfile(sample / "manifest.json", ref.landing / "manifest.json")
+            for source in manifest["sources"].values():
+                shutil.copyfile(sample / source["expected_state"], ref.landing / source["expected_state"])
+        before = len(ref.written())
+        t0 = time.monotonic()
+        expected.append(ref.complete(f"round{rnd}", verify=rnd == 2))
+        files_per_round.append(len(ref.written()) - before)
+        say(
+            f"  reference round {rnd}: {files_per_round[-1]} files written in the warehouse, "
+            f"{time.monotonic() - t0:.0f}s"
+        )
+    if not expected[-1][f"{SCHEMA}.consumer_records"]:
+        raise RuntimeError("the reference run built no consumer_records")
+
+    plan = plan_kills(rng, 2, kills, files_per_round)
+    report.kills = plan
+    for rnd, half in enumerate(halves, 1):
+        deliver(sample, faulted.landing, half)
+        for kill in (k for k in plan if k.round == rnd):
+            faulted.run_and_kill(kill)
+            outcome = f"killed after {kill.at}" if kill.happened else "ended before the kill point"
+            say(f"  round {rnd}: kill at {kill.point}: {outcome}")
+        if rnd == 2:
+            # Two pipelines at once on one warehouse: on the local target one must give way (the
+            # embedded metastore admits one Spark process) with a one-line error; either way the
+            # next run converges.
+            dumps = [faulted.root / "dump_concurrent_a.json", faulted.root / "dump_concurrent_b.json"]
+            procs = [faulted.start(dumps[0]), faulted.start(dumps[1])]
+            report.concurrent_exit_codes = [faulted.finish(p) for p in procs]
+            for rc, proc in zip(report.concurrent_exit_codes, procs, strict=True):
+                if rc != 0:
+                    report.concurrent_errors.append(_last_error(Path(proc.log.name)))  # type: ignore[attr-defined]
+            say(
+                f"  round 2: two pipelines started at once: exit codes {report.concurrent_exit_codes}"
+                + "".join(f"; {e}" for e in report.concurrent_errors)
+            )
+            winners = [d for d, rc in zip(dumps, report.concurrent_exit_codes, strict=True) if rc == 0]
+            if winners:  # the run that went through is round 2's result; no extra run needed
+                compare("round 2 (two runs at once)", expected[1], json.loads(winners[0].read_text()), report)
+                say(f"  {report.comparisons[-1]}")
+                continue
+        compare(f"round {rnd}", expected[rnd - 1], faulted.complete(f"round{rnd}"), report)
+        say(f"  {report.comparisons[-1]}")
+
+    # Every file again, under new names that sort after the originals: a whole landing zone replayed.
+    report.replayed_lines = deliver(sample, faulted.landing, files, prefix="replay")
+    check_replay(expected[-1], faulted.complete("replayed"), report)
+    for line in report.comparisons[-2:]:
+        say(f"  {line}")
+    say(f"{report.line()} in {time.monotonic() - started:.0f}s")
+    return report
+
+
+def _last_error(log: Path) -> str:
+    lines = [line for line in log.read_text().splitlines() if "error" in line.lower()]
+    return lines[-1].strip()[:300] if lines else "(no error line in the log)"
+
+
+def _is_replay(row: dict) -> bool:
+    return "/replay/" in row.get("landing_file", "")
+
+
+def check_replay(expected: dict[str, list[str]], found: dict[str, list[str]], report: Report) -> None:
+    """After replaying every file the models must equal the reference, and the raw tables must hold
+    what they held plus the replayed lines as copies of landed ones, each replayed line accounted for
+    (landed, rejected, control, or pending behind a transaction not yet proven complete)."""
+    models = {t: v for t, v in expected.items() if t.startswith(f"{SCHEMA}.")}
+    compare("all files replayed: the models", models, {t: found[t] for t in models}, report)
+
+    problems = []
+    events = f"{RAW_SCHEMA}.wal_events"
+    kept = {
+        t: [r for r in found[t] if not _is_replay(json.loads(r))]
+        for t in (events, f"{RAW_SCHEMA}.wal_rejects")
+    }
+    before = Report()
+    compare("raw rows landed before the replay", {t: expected[t] for t in kept}, kept, before)
+    if not before.comparisons[-1].endswith(": equal"):
+        problems.append(before.comparisons[-1])
+        report.rows_lost += before.rows_lost
+        report.rows_duplicated += before.rows_duplicated
+
+    def payload(text: str) -> str:
+        row = json.loads(text)
+        return json.dumps(
+            {k: v for k, v in row.items() if k not in ("landing_file", "landing_line", "batch_id")}
+        )
+
+    known = {payload(r) for r in expected[events]}
+    copies = [json.loads(r) for r in found[events] if _is_replay(json.loads(r))]
+    invented = [r for r in copies if payload(json.dumps(r)) not in known]
+    if invented:
+        problems.append(f"{len(invented)} replayed events are not copies of landed ones")
+        report.rows_duplicated += len(invented)
+    accounted = {"landed": 0, "rejected": 0, "control": 0, "pending": 0, "lines": 0}
+    last: dict[str, dict] = {}
+    for row in map(json.loads, found[f"{RAW_SCHEMA}.wal_files"]):
+        if _is_replay(row):
+            accounted["landed"] += row["landed"]
+            if row["batch_id"] >= last.get(row["landing_file"], {}).get("batch_id", -1):
+                last[row["landing_file"]] = row
+    for row in last.values():
+        for key in ("rejected", "control", "pending"):
+            accounted[key] += row[key]
+        accounted["lines"] += row["to_line"]
+    if accounted["landed"] != len(copies):
+        problems.append(
+            f"wal_files counts {accounted['landed']} replayed events landed, wal_events holds {len(copies)}"
+        )
+    if accounted["lines"] != report.replayed_lines:
+        problems.append(f"{accounted['lines']} of {report.replayed_lines} replayed lines were read")
+        report.rows_lost += report.replayed_lines - accounted["lines"]
+    verdict = "equal" if not problems else "; ".join(problems)
+    report.comparisons.append(
+        f"all files replayed: raw tables keep their rows, {len(copies):,} replayed events landed as copies, "
+        f"{accounted['pending']:,} lines pending behind an unfinished transaction: {verdict}"
+    )
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m python_jobs.faults", description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    st = sub.add_parser("step", help="one pipeline run: land, run the models (the process that is killed)")
+    st.add_argument("--landing", type=Path, required=True)
+    st.add_argument("--dump", type=Path)
+    st.add_argument("--max-files-per-batch", type=int, default=3, help="0: all new files in one batch")
+    st.add_argument("--verify", action="store_true", help="check consumer_records against the sample")
+    inj = sub.add_parser("inject", help="kill, rerun and compare with an undisturbed run")
+    inj.add_argument("--workdir", type=Path, required=True, help="scratch directory (emptied first)")
+    inj.add_argument("--kills", type=int, default=6)
+    inj.add_argument("--seed", type=int, default=1)
+    inj.add_argument("--transactions", type=int, default=200)
+    inj.add_argument("--max-files-per-batch", type=int, default=3)
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.command == "step":
+        return step(args.landing, args.dump, args.max_files_per_batch, args.verify)
+    if args.workdir.exists():
+        shutil.rmtree(args.workdir)
+    args.workdir.mkdir(parents=True)
+    report = inject(args.workdir, args.kills, args.seed, args.transactions, args.max_files_per_batch)
+    return 0 if report.ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
