@@ -16,6 +16,7 @@ while [[ $# -gt 0 ]]; do
 done
 bash scripts/setup.sh >/dev/null
 work=${WAL_LAKE_FAULTS_DIR:-$(mktemp -d -t wal_lake_faults.XXXXXX)}
+mkdir -p "$work"
 failed=0 total_kills=0 runs=0
 for seed in $(seq "${seeds%-*}" "${seeds#*-}"); do
   log="$work/seed_$seed.log"
