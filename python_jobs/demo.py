@@ -86,6 +86,12 @@ def consumer_state(spark, schema: str, source_id: str, consumer: str = "all_tabl
 
 def verify(spark, landing: Path, schema: str) -> list[str]:
     """Compares consumer_records of every sample source with the generator's expected table state."""
+    return verify_states(landing, lambda source_id: consumer_state(spark, schema, source_id))
+
+
+def verify_states(landing: Path, state_of) -> list[str]:
+    """``state_of(source_id)`` (consumer_records as {"schema.table": [row dicts]}) against the sample's
+    expected state, per source; prints a line per source and returns the differences."""
     from python_jobs import oracle, sample_data
 
     manifest = json.loads((landing / "manifest.json").read_text())
@@ -95,7 +101,7 @@ def verify(spark, landing: Path, schema: str) -> list[str]:
     print("\nconsumer_records against the sample's expected table state:")
     for source_id, info in sorted(manifest["sources"].items()):
         expected = json.loads((landing / info["expected_state"]).read_text())
-        found = oracle.compare_states(expected, consumer_state(spark, schema, source_id), types, keys)
+        found = oracle.compare_states(expected, state_of(source_id), types, keys)
         rows = sum(len(v) for v in expected.values())
         verdict = "equal" if not found else f"{len(found)} differences"
         print(f"  {source_id:<16} {rows:>6,} expected rows: {verdict}")

@@ -62,6 +62,18 @@ def check_jars(conf: dict[str, str]) -> None:
         )
 
 
+def extra_spark_conf() -> dict[str, str]:
+    """``WAL_LAKE_SPARK_CONF="key=value,key=value"``: settings for one run (say, ``spark.cores.max``
+    on a standalone cluster) on top of the profile's."""
+    extra = {}
+    for item in filter(None, (part.strip() for part in os.environ.get("WAL_LAKE_SPARK_CONF", "").split(","))):
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise SparkSetupError(f"WAL_LAKE_SPARK_CONF: '{item}' is not key=value")
+        extra[key.strip()] = value.strip()
+    return extra
+
+
 def get_spark(app_name: str = "wal_lake", extra_conf: dict[str, str] | None = None):
     """The process's Spark session with Hive support and Delta, created on first call."""
     from pyspark.sql import SparkSession
@@ -74,6 +86,7 @@ def get_spark(app_name: str = "wal_lake", extra_conf: dict[str, str] | None = No
     if os.environ.get("WAL_LAKE_SPARK_MASTER"):
         conf["spark.master"] = os.environ["WAL_LAKE_SPARK_MASTER"]
     conf["spark.app.name"] = app_name
+    conf.update(extra_spark_conf())
     conf.update(extra_conf or {})
     check_jars(conf)
     # PySpark logs every failed statement as a large JSON document, dbt's expected existence

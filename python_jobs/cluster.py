@@ -1,0 +1,115 @@
+"""The cluster target's helpers: talk to the Spark Thrift Server that ``scripts/cluster.sh`` starts.
+
+``register``: the ingestion job, run as a client of the cluster, writes the raw Delta tables into the
+cluster's warehouse with its own metastore (the Thrift Server holds the embedded Derby one). This
+makes them known to the Thrift Server's metastore by location, idempotently, so that dbt's sources
+resolve. Against a cluster whose Spark applications share one Hive metastore it is not needed.
+
+``query``: run one SQL statement through the Thrift Server and print the rows (tests, by hand).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from python_jobs.ingest.ledger import SCHEMAS
+
+
+def connect(host: str | None = None, port: int | None = None):
+    from pyhive import hive
+
+    return hive.connect(
+        host=host or os.environ.get("WAL_LAKE_THRIFT_HOST", "127.0.0.1"),
+        port=int(port or os.environ.get("WAL_LAKE_THRIFT_PORT", "10000")),
+        username=os.environ.get("WAL_LAKE_THRIFT_USER", "wal_lake"),
+    )
+
+
+def query(sql: str, connection=None) -> list[tuple]:
+    conn = connection or connect()
+    cursor = conn.cursor()
+    try:
+        cursor.execute(sql)
+        return cursor.fetchall() if cursor.description else []
+    finally:
+        cursor.close()
+
+
+def register(warehouse: Path, schema: str, connection=None) -> list[str]:
+    """``CREATE TABLE IF NOT EXISTS schema.t USING DELTA LOCATION ...`` for every landed raw table."""
+    conn = connection or connect()
+    root = warehouse.resolve() / f"{schema}.db"
+    query(f"CREATE SCHEMA IF NOT EXISTS `{schema}`", conn)
+    existing = {row[1] for row in query(f"SHOW TABLES IN `{schema}`", conn)}
+    registered = []
+    for table in sorted(SCHEMAS):
+        location = root / table
+        if table in existing or not (location / "_delta_log").is_dir():
+            continue
+        query(f"CREATE TABLE IF NOT EXISTS `{schema}`.`{table}` USING DELTA LOCATION '{location}'", conn)
+        registered.append(table)
+    return registered
+
+
+def consumer_state(source_id: str, schema: str, consumer: str = "all_tables", connection=None) -> dict:
+    """consumer_records of one source and consumer read through the Thrift Server, as
+    {"schema.table": [row dicts]} (the shape python_jobs.demo.verify_states compares)."""
+    rows = query(
+        f"SELECT source_schema, source_table, to_json(record) FROM `{schema}`.consumer_records "
+        f"WHERE source_id = '{source_id}' AND consumer_name = '{consumer}'",
+        connection,
+    )
+    state: dict[str, list[dict]] = {}
+    for source_schema, source_table, record in rows:
+        state.setdefault(f"{source_schema}.{source_table}", []).append(json.loads(record))
+    return state
+
+
+def verify(landing: Path, schema: str) -> list[str]:
+    """The sample landing zone's expected state against consumer_records on the cluster."""
+    from python_jobs.demo import verify_states
+
+    conn = connect()
+    return verify_states(landing, lambda source_id: consumer_state(source_id, schema, connection=conn))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m python_jobs.cluster", description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    reg = sub.add_parser("register", help="register the landed raw tables with the Thrift Server")
+    reg.add_argument("--warehouse", type=Path, required=True, help="the cluster's spark.sql.warehouse.dir")
+    reg.add_argument("--schema", default=os.environ.get("WAL_LAKE_RAW_SCHEMA", "wal_lake_raw"))
+    ver = sub.add_parser("verify", help="consumer_records on the cluster against a sample's expected state")
+    ver.add_argument(
+        "--landing", type=Path, required=True, help="a landing zone made by python_jobs.sample_data"
+    )
+    ver.add_argument("--schema", default=os.environ.get("WAL_LAKE_SCHEMA", "wal_lake"))
+    q = sub.add_parser("query", help="run one SQL statement through the Thrift Server, print the rows")
+    q.add_argument("sql")
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "register":
+            done = register(args.warehouse, args.schema)
+            print(
+                f"cluster: {len(done)} raw tables registered with the Thrift Server: {', '.join(done) or '-'}"
+            )
+        elif args.command == "verify":
+            problems = verify(args.landing, args.schema)
+            print(f"cluster: consumer_records {'equal the expected state' if not problems else 'DIFFER'}")
+            return 1 if problems else 0
+        else:
+            for row in query(args.sql):
+                print("\t".join("" if v is None else str(v) for v in row))
+    except Exception as exc:  # Thrift and Hive errors are long; the first line says what failed
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        print(f"cluster: error: {first[:500]}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
