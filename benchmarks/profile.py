@@ -25,8 +25,13 @@ PROJECT_DIR = Path(__file__).resolve().parent.parent
 
 def _stages(spark) -> list[dict]:
     """Completed stages so far: id, name, wall seconds, task seconds, tasks."""
-    store = spark.sparkContext._jsc.sc().statusStore()
-    stages = store.stageList(None)
+    sc = spark.sparkContext
+    store = sc._jsc.sc().statusStore()
+    jvm = sc._jvm
+    # stageList(statuses, details, withSummaries, unsortedQuantiles, taskStatus): Scala defaults
+    # are not visible through py4j, so every argument is given.
+    quantiles = sc._gateway.new_array(jvm.double, 0)
+    stages = store.stageList(None, False, False, quantiles, jvm.java.util.ArrayList())
     out = []
     for i in range(stages.size()):
         s = stages.apply(i)
@@ -68,11 +73,18 @@ def profile_step(spark, label: str, fn) -> None:
     print(f"  {'stages':>6} {'wall s':>7} {'task s':>7} {'tasks':>6} {'in MB':>7} {'shfl MB':>7}  call site")
     for name, (n, wall, task, tasks, inp, shuffle) in sorted(by_site.items(), key=lambda kv: -kv[1][1])[:15]:
         print(f"  {n:>6} {wall:>7.1f} {task:>7.1f} {tasks:>6} {inp:>7.0f} {shuffle:>7.0f}  {name[:90]}")
+    print("  longest stages:")
+    for s in sorted(new, key=lambda s: -s["wall"])[:6]:
+        print(
+            f"  stage {s['id']:>5} {s['wall']:>7.1f} {s['task']:>7.1f} {s['tasks']:>6} {s['input_mb']:>7.0f} "
+            f"{s['shuffle_mb']:>7.0f}  {s['name'][:70]}"
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.profile", description=__doc__.split("\n")[0])
     parser.add_argument("--changes", type=int, default=200_000)
+    parser.add_argument("--ingest-only", action="store_true", help="profile the ingestion job only")
     gen.add_knob_args(parser)
     args = parser.parse_args(argv)
     scratch = Path(tempfile.mkdtemp(prefix="wal_lake_profile_"))
@@ -101,6 +113,8 @@ def main(argv: list[str] | None = None) -> int:
             f"ingest {args.changes:,} changes",
             lambda: ingest.run(spark, zone.root, schema="profile_raw"),
         )
+        if args.ingest_only:
+            return 0
         bench.dbt("seed")
         bench.dbt("run", "-s", "staging", "intermediate")
         profile_step(spark, "dbt run -s sequin_events", lambda: bench.dbt("run", "-s", "sequin_events"))

@@ -451,6 +451,11 @@ def evaluate(results: Results, main_tag: str, histories: list[int], increment: i
                     ratio <= GOAL_MART_VS_PEER,
                 )
             )
+    if ingest and seq and peer_log:
+        ratio = (ingest.seconds + seq.seconds) / peer_log.seconds
+        results.goals.append(
+            ("(info) ingest + sequin_events vs peer PySpark log (both from files)", f"{ratio:.2f}x", True)
+        )
     if ingest and seq and cons and peer_log and peer_state:
         ratio = (ingest.seconds + seq.seconds + cons.seconds) / (peer_log.seconds + peer_state.seconds)
         results.goals.append(("(info) wal_lake end to end vs whole peer PySpark job", f"{ratio:.2f}x", True))
