@@ -476,7 +476,8 @@ def report(results: Results, parse_seconds: float | None) -> str:
         )
     out += ["", "goals:"]
     for goal, measured, met in results.goals:
-        out.append(f"  {'MET    ' if met else 'NOT MET'}  {goal:<62} {measured}")
+        verdict = "info   " if goal.startswith("(info)") else "MET    " if met else "NOT MET"
+        out.append(f"  {verdict}  {goal:<62} {measured}")
     out += ["", "checks:"]
     for what, ok, detail in results.checks:
         out.append(f"  {'ok    ' if ok else 'FAILED'}  {what}: {detail}")
