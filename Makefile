@@ -3,7 +3,7 @@ SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: setup setup-test demo test lint clean
+.PHONY: setup setup-test demo test lint bench clean
 
 setup:
 	@bash scripts/setup.sh
@@ -24,6 +24,12 @@ lint: setup
 ## test: lint, then the whole test suite (Spark, dbt, a real Postgres started by the tests)
 test: setup-test lint
 	@$(VENV)/bin/pytest
+
+## bench: throughput and incremental cost vs the peers (BENCHMARKS.md); CHANGES=10000000 for 10M
+CHANGES ?= 1000000
+bench: setup
+	@$(VENV)/bin/pip install -q -c constraints.txt -r benchmarks/requirements.txt
+	@$(PY) -m benchmarks.run --changes $(CHANGES)
 
 clean:
 	rm -rf .spark target logs

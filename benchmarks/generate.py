@@ -1,0 +1,328 @@
+"""Seeded, scalable wal2json ``format-version=2`` landing zone for the benchmarks.
+
+``python_jobs.sample_data`` models a small shop with every anomaly once; this writes millions of
+changes fast, in the same line format (``B``/``I``/``U``/``D``/``C`` records with ``xid``, ``lsn``,
+``nextlsn`` on ``B``/``C``, ``timestamp``, ``schema``, ``table``, ``columns``, ``identity``, ``pk``).
+
+Knobs: changes, tables, distinct keys, touches per transaction, delete ratio, omitted-column ratio
+(an update leaves the TOASTed ``doc`` column out, as Postgres does when it did not change) and replay
+ratio (that share of the files is copied whole under a name that sorts right after the original, as
+a slot replay or a doubled sink delivery would). Every table has ``id bigint`` as its key.
+
+A key that is not live is inserted; a live key is updated, or deleted with ``delete_ratio``. So the
+expected live state is known without Spark: ``Zone.live`` counts the live records at the end.
+
+``holdback`` changes at the end are written as separate files to ``<out>/_increment/<source>/``
+(outside the landing zone: ingestion skips names starting with ``_``); ``release_increment`` moves
+them in, for the incremental-cost runs.
+
+    python -m benchmarks.generate --out /tmp/zone --changes 1000000
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import shutil
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+SCHEMA = "public"
+SOURCE_ID = "bench_wal2json"
+INCREMENT_DIR = "_increment"
+# Columns of every table: (name, wal2json type). ``doc`` is the TOAST-able one.
+COLUMNS = (
+    ("id", "bigint"),
+    ("name", "text"),
+    ("qty", "integer"),
+    ("price", "numeric"),
+    ("doc", "text"),
+    ("updated_at", "timestamp with time zone"),
+)
+_PK = '"pk":[{"name":"id","type":"bigint"}]'
+BASE_MICROS = 1_767_225_600_000_000  # 2026-01-01 00:00:00 UTC
+
+
+@dataclass
+class Knobs:
+    changes: int = 1_000_000
+    tables: int = 4
+    keys: int = 100_000
+    touches_per_txn: int = 5
+    delete_ratio: float = 0.1
+    omitted_ratio: float = 0.3
+    replay_ratio: float = 0.1
+    lines_per_file: int = 100_000
+    doc_bytes: int = 120
+    holdback: int = 0
+    seed: int = 7
+
+
+@dataclass
+class Zone:
+    """What was written: counts the benchmark checks against."""
+
+    root: str
+    source_id: str
+    knobs: dict
+    files: list[str] = field(default_factory=list)
+    copies: list[str] = field(default_factory=list)
+    increment_files: list[str] = field(default_factory=list)
+    lines: int = 0
+    changes: int = 0  # distinct I/U/D changes, increment included
+    increment_changes: int = 0
+    increment_lines: int = 0
+    transactions: int = 0
+    inserts: int = 0
+    updates: int = 0
+    deletes: int = 0
+    omitted: int = 0
+    replayed_lines: int = 0
+    live: int = 0  # live records after all changes (increment included)
+    live_before_increment: int = 0
+    seconds: float = 0.0
+
+    @property
+    def source_dir(self) -> Path:
+        return Path(self.root) / self.source_id
+
+    def landed_files(self) -> list[str]:
+        """Every file of the landing zone right now (copies included), sorted."""
+        return sorted(str(p) for p in self.source_dir.iterdir() if not p.name.startswith((".", "_")))
+
+    def history_files(self) -> list[str]:
+        """The history's files and their copies, without the increment (released or not)."""
+        increment = {Path(p).name for p in self.increment_files}
+        return [f for f in self.landed_files() if Path(f).name not in increment]
+
+
+def _lsn(value: int) -> str:
+    return f"{value >> 32:X}/{value & 0xFFFFFFFF:X}"
+
+
+_SECONDS: dict[int, str] = {}
+
+
+def _timestamp(micros: int) -> str:
+    seconds, frac = divmod(micros, 1_000_000)
+    text = _SECONDS.get(seconds)
+    if text is None:
+        _SECONDS.clear()
+        text = _SECONDS[seconds] = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(seconds))
+    return f"{text}.{frac:06d}+00"
+
+
+class _Writer:
+    """Rotates files between transactions; file names are the first LSN in hex (they sort in WAL order)."""
+
+    def __init__(self, folder: Path, lines_per_file: int, zone: Zone, progress: bool):
+        self.folder = folder
+        self.lines_per_file = lines_per_file
+        self.zone = zone
+        self.progress = progress
+        self.buffer: list[str] = []
+        self.first_lsn: int | None = None
+        self.written: list[Path] = []
+        folder.mkdir(parents=True, exist_ok=True)
+
+    def transaction(self, first_lsn: int, lines: list[str]) -> None:
+        if self.first_lsn is None:
+            self.first_lsn = first_lsn
+        self.buffer.extend(lines)
+        if len(self.buffer) >= self.lines_per_file:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self.buffer:
+            return
+        path = self.folder / f"{self.first_lsn:016X}.jsonl"
+        path.write_text("\n".join(self.buffer) + "\n")
+        self.zone.lines += len(self.buffer)
+        self.written.append(path)
+        if self.progress:
+            print(
+                f"  generate: {path.name} {len(self.buffer):,} lines; {self.zone.lines:,} lines so far",
+                flush=True,
+            )
+        self.buffer = []
+        self.first_lsn = None
+
+
+def generate(out: Path, knobs: Knobs, progress: bool = True) -> Zone:
+    """Write the landing zone ``out/<SOURCE_ID>/`` (and the held-back increment); return its counts."""
+    started = time.monotonic()
+    if knobs.keys < knobs.tables:
+        raise ValueError("need at least one key per table")
+    rng = random.Random(knobs.seed)
+    zone = Zone(root=str(out), source_id=SOURCE_ID, knobs=asdict(knobs))
+    landing = out / SOURCE_ID
+    if landing.exists() and any(landing.iterdir()):
+        raise FileExistsError(f"{landing} is not empty")
+    keys_per_table = knobs.keys // knobs.tables
+    live = [bytearray(keys_per_table) for _ in range(knobs.tables)]
+    live_count = 0
+    tables = [f"t{i:02d}" for i in range(knobs.tables)]
+    pad = "x" * max(knobs.doc_bytes - 12, 0)
+    history = knobs.changes
+    total = knobs.changes + knobs.holdback
+    writer = _Writer(landing, knobs.lines_per_file, zone, progress)
+    lsn = 0x16_0000_0000
+    xid = 1000
+    micros = BASE_MICROS
+    done = 0
+    rand, randrange = rng.random, rng.randrange
+    while done < total:
+        # The increment starts in a file of its own.
+        if done == history and knobs.holdback:
+            writer.flush()
+            zone.live_before_increment = live_count
+            writer = _Writer(out / INCREMENT_DIR / SOURCE_ID, knobs.lines_per_file, zone, progress)
+        n = min(knobs.touches_per_txn, total - done, (history - done) if done < history else total)
+        xid += 1
+        micros += 1000
+        first = lsn + 1
+        ts = _timestamp(micros)
+        head = f'"xid":{xid},"timestamp":"{ts}"'
+        body = []
+        for _ in range(n):
+            lsn += 40 + randrange(200)
+            t = randrange(knobs.tables)
+            k = randrange(keys_per_table)
+            table = tables[t]
+            common = f'{{"action":"%s",{head},"lsn":"{_lsn(lsn)}","schema":"{SCHEMA}","table":"{table}"'
+            ident = f'"identity":[{{"name":"id","type":"bigint","value":{k}}}]'
+            if not live[t][k]:
+                action = "I"
+                live[t][k] = 1
+                live_count += 1
+                zone.inserts += 1
+                omit = False
+            elif rand() < knobs.delete_ratio:
+                action = "D"
+                live[t][k] = 0
+                live_count -= 1
+                zone.deletes += 1
+            else:
+                action = "U"
+                zone.updates += 1
+                omit = rand() < knobs.omitted_ratio
+                zone.omitted += omit
+            if action == "D":
+                body.append(common % action + f",{ident},{_PK}}}")
+                continue
+            cols = [
+                f'{{"name":"id","type":"bigint","value":{k}}}',
+                f'{{"name":"name","type":"text","value":"n{xid}_{k}"}}',
+                f'{{"name":"qty","type":"integer","value":{randrange(1000)}}}',
+                f'{{"name":"price","type":"numeric","value":'
+                f"{randrange(100000) // 100}.{randrange(100):02d}}}",
+            ]
+            if not omit:
+                cols.append(f'{{"name":"doc","type":"text","value":"{xid:012d}{pad}"}}')
+            cols.append(f'{{"name":"updated_at","type":"timestamp with time zone","value":"{ts}"}}')
+            columns = f'"columns":[{",".join(cols)}]'
+            if action == "I":
+                body.append(common % action + f",{columns},{_PK}}}")
+            else:
+                body.append(common % action + f",{columns},{ident},{_PK}}}")
+        lsn += 48
+        boundary = f'{head},"lsn":"{_lsn(lsn)}","nextlsn":"{_lsn(lsn + 48)}"}}'
+        writer.transaction(first, ['{"action":"B",' + boundary, *body, '{"action":"C",' + boundary])
+        if done >= history:
+            zone.increment_changes += n
+        done += n
+        zone.transactions += 1
+    writer.flush()
+    if knobs.holdback:
+        zone.increment_lines = sum(len(p.read_bytes().splitlines()) for p in writer.written)
+    zone.changes = done
+    zone.live = live_count
+    if not knobs.holdback:
+        zone.live_before_increment = live_count
+    history_files = sorted(p for p in landing.iterdir())
+    zone.files = [str(p) for p in history_files]
+    zone.increment_files = [str(p) for p in writer.written] if knobs.holdback else []
+    # Copies: a deterministic share of the history files, each doubled under a name sorting right after.
+    n_copies = max(1, round(len(history_files) * knobs.replay_ratio)) if knobs.replay_ratio else 0
+    for path in sorted(rng.sample(history_files, n_copies)) if n_copies else []:
+        copy = path.with_name(f"{path.stem}_copy.jsonl")
+        shutil.copyfile(path, copy)
+        zone.copies.append(str(copy))
+        zone.replayed_lines += sum(1 for _ in copy.open())
+    zone.lines += zone.replayed_lines
+    zone.seconds = time.monotonic() - started
+    (out / "_zone.json").write_text(json.dumps(asdict(zone), indent=1))
+    return zone
+
+
+def release_increment(zone: Zone) -> list[str]:
+    """Move the held-back increment files into the landing zone; return their new paths."""
+    moved = []
+    for src in zone.increment_files:
+        dest = zone.source_dir / Path(src).name
+        shutil.move(src, dest)
+        moved.append(str(dest))
+    return moved
+
+
+def _ratio(text: str) -> float:
+    value = float(text)
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError("must be between 0 and 1")
+    return value
+
+
+def add_knob_args(parser: argparse.ArgumentParser) -> None:
+    d = Knobs()
+    parser.add_argument("--tables", type=int, default=d.tables, help=f"tables (default {d.tables})")
+    parser.add_argument(
+        "--keys", type=int, default=d.keys, help=f"distinct keys, all tables (default {d.keys:,})"
+    )
+    parser.add_argument(
+        "--touches-per-txn", type=int, default=d.touches_per_txn, help="changes per transaction"
+    )
+    parser.add_argument(
+        "--delete-ratio", type=_ratio, default=d.delete_ratio, help="share of live-key touches"
+    )
+    parser.add_argument("--omitted-ratio", type=_ratio, default=d.omitted_ratio, help="updates without doc")
+    parser.add_argument("--replay-ratio", type=_ratio, default=d.replay_ratio, help="share of files copied")
+    parser.add_argument("--lines-per-file", type=int, default=d.lines_per_file)
+    parser.add_argument("--seed", type=int, default=d.seed)
+
+
+def knobs_from(args: argparse.Namespace, changes: int, holdback: int = 0) -> Knobs:
+    return Knobs(
+        changes=changes,
+        tables=args.tables,
+        keys=args.keys,
+        touches_per_txn=args.touches_per_txn,
+        delete_ratio=args.delete_ratio,
+        omitted_ratio=args.omitted_ratio,
+        replay_ratio=args.replay_ratio,
+        lines_per_file=args.lines_per_file,
+        holdback=holdback,
+        seed=args.seed,
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.generate", description=__doc__.split("\n")[0])
+    parser.add_argument("--out", required=True, type=Path)
+    parser.add_argument("--changes", type=int, default=Knobs.changes)
+    parser.add_argument("--holdback", type=int, default=0, help="changes written to _increment/ instead")
+    add_knob_args(parser)
+    args = parser.parse_args(argv)
+    zone = generate(args.out, knobs_from(args, args.changes, args.holdback))
+    print(
+        f"generated {zone.changes:,} changes ({zone.lines:,} lines, {len(zone.files)} files + "
+        f"{len(zone.copies)} copies) in {zone.seconds:.1f}s: {zone.changes / zone.seconds:,.0f} changes/s; "
+        f"{zone.live:,} live records"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,128 @@
+"""Where the time of one ingestion run and one dbt run of each mart goes: Spark stages by call site.
+
+    .venv/bin/python -m benchmarks.profile --changes 200000
+
+Generates a zone (benchmarks/generate.py) in a scratch directory, runs ingestion and the two marts
+on one Spark session as benchmarks.run does, and prints for each step the Spark stages that ran
+(from the driver's status store, which Spark keeps with the UI off): wall time, summed task time,
+tasks, and the Python or SQL call site that started them. Nothing is written into the repo.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from benchmarks import generate as gen
+
+PROJECT_DIR = Path(__file__).resolve().parent.parent
+
+
+def _stages(spark) -> list[dict]:
+    """Completed stages so far: id, name, wall seconds, task seconds, tasks."""
+    sc = spark.sparkContext
+    store = sc._jsc.sc().statusStore()
+    jvm = sc._jvm
+    # stageList(statuses, details, withSummaries, unsortedQuantiles, taskStatus): Scala defaults
+    # are not visible through py4j, so every argument is given.
+    quantiles = sc._gateway.new_array(jvm.double, 0)
+    stages = store.stageList(None, False, False, quantiles, jvm.java.util.ArrayList())
+    out = []
+    for i in range(stages.size()):
+        s = stages.apply(i)
+        if s.completionTime().isEmpty() or s.submissionTime().isEmpty():
+            continue
+        wall = (s.completionTime().get().getTime() - s.submissionTime().get().getTime()) / 1000
+        out.append(
+            {
+                "id": s.stageId(),
+                "attempt": s.attemptId(),
+                "name": s.name(),
+                "wall": wall,
+                "task": s.executorRunTime() / 1000,
+                "tasks": s.numCompleteTasks(),
+                "input_mb": s.inputBytes() / 2**20,
+                "shuffle_mb": (s.shuffleReadBytes() + s.shuffleWriteBytes()) / 2**20,
+            }
+        )
+    return out
+
+
+def profile_step(spark, label: str, fn) -> None:
+    before = {(s["id"], s["attempt"]) for s in _stages(spark)}
+    t0 = time.monotonic()
+    fn()
+    seconds = time.monotonic() - t0
+    new = [s for s in _stages(spark) if (s["id"], s["attempt"]) not in before]
+    stage_wall = sum(s["wall"] for s in new)
+    print(f"\n{label}: {seconds:.1f}s wall; {len(new)} stages, {stage_wall:.1f}s in stages (sequential sum)")
+    by_site: dict[str, list] = {}
+    for s in new:
+        agg = by_site.setdefault(s["name"], [0, 0.0, 0.0, 0, 0.0, 0.0])
+        agg[0] += 1
+        agg[1] += s["wall"]
+        agg[2] += s["task"]
+        agg[3] += s["tasks"]
+        agg[4] += s["input_mb"]
+        agg[5] += s["shuffle_mb"]
+    print(f"  {'stages':>6} {'wall s':>7} {'task s':>7} {'tasks':>6} {'in MB':>7} {'shfl MB':>7}  call site")
+    for name, (n, wall, task, tasks, inp, shuffle) in sorted(by_site.items(), key=lambda kv: -kv[1][1])[:15]:
+        print(f"  {n:>6} {wall:>7.1f} {task:>7.1f} {tasks:>6} {inp:>7.0f} {shuffle:>7.0f}  {name[:90]}")
+    print("  longest stages:")
+    for s in sorted(new, key=lambda s: -s["wall"])[:6]:
+        print(
+            f"  stage {s['id']:>5} {s['wall']:>7.1f} {s['task']:>7.1f} {s['tasks']:>6} {s['input_mb']:>7.0f} "
+            f"{s['shuffle_mb']:>7.0f}  {s['name'][:70]}"
+        )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.profile", description=__doc__.split("\n")[0])
+    parser.add_argument("--changes", type=int, default=200_000)
+    parser.add_argument("--ingest-only", action="store_true", help="profile the ingestion job only")
+    gen.add_knob_args(parser)
+    args = parser.parse_args(argv)
+    scratch = Path(tempfile.mkdtemp(prefix="wal_lake_profile_"))
+    os.environ["WAL_LAKE_SPARK_DIR"] = str(scratch / "spark")
+    os.environ["DBT_TARGET_PATH"] = str(scratch / "dbt_target")
+    os.environ["DBT_LOG_PATH"] = str(scratch / "dbt_logs")
+    os.environ["WAL_LAKE_TARGET"] = "local"
+    os.environ["WAL_LAKE_RAW_SCHEMA"] = "profile_raw"
+    os.environ["WAL_LAKE_SCHEMA"] = "profile"
+    os.environ.setdefault("WAL_LAKE_CORES", str(os.cpu_count() or 2))
+    os.chdir(PROJECT_DIR)
+    try:
+        zone = gen.generate(scratch / "zone", gen.knobs_from(args, args.changes), progress=False)
+        from benchmarks.run import Bench, Results
+        from python_jobs.ingest import job as ingest
+        from python_jobs.spark_session import get_spark
+
+        spark = get_spark("wal_lake_profile")
+        bench = Bench(args, scratch, Results("profile", args.changes, 0, {}))
+        bench.spark = spark
+        # Warm the JVM up on a small run first, in another schema.
+        warm = gen.generate(scratch / "warm", gen.Knobs(changes=5_000, keys=1_000), progress=False)
+        ingest.run(spark, warm.root, schema="profile_warm", out=open(os.devnull, "w"))
+        profile_step(
+            spark,
+            f"ingest {args.changes:,} changes",
+            lambda: ingest.run(spark, zone.root, schema="profile_raw"),
+        )
+        if args.ingest_only:
+            return 0
+        bench.dbt("seed")
+        bench.dbt("run", "-s", "staging", "intermediate")
+        profile_step(spark, "dbt run -s sequin_events", lambda: bench.dbt("run", "-s", "sequin_events"))
+        profile_step(spark, "dbt run -s consumer_records", lambda: bench.dbt("run", "-s", "consumer_records"))
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,591 @@
+"""wal_lake's throughput and incremental cost, side by side with its peers, measured in one run.
+
+    .venv/bin/python -m benchmarks.run --changes 1000000          # make bench
+    .venv/bin/python -m benchmarks.run --changes 10000000         # adds the 10M history
+
+Generates seeded wal2json landing zones (benchmarks/generate.py), then on ONE Spark session (dbt runs
+in-process on it, as in python_jobs/demo.py), in a scratch warehouse (WAL_LAKE_SPARK_DIR,
+DBT_TARGET_PATH and DBT_LOG_PATH point into a temp dir; nothing is written into the repo):
+
+1. per history (100k, 1M, 10M with ``--changes 10000000``; ``--histories``), in its own schemas:
+   ingestion, ``dbt run -s sequin_events``, ``dbt run -s consumer_records``; then the held-back
+   increment (10k changes) lands and both marts run again: the incremental cost;
+2. the physical reference on the main zone: ``spark.read.text`` + ``from_json`` + an aggregate;
+3. the peers on the main zone: a hand-written PySpark job (benchmarks/peer_pyspark.py) and DuckDB
+   (benchmarks/peer_duckdb.py), with their row counts checked against wal_lake's;
+
+and the Spark driver's peak memory (the JVM's resident set, polled from /proc) per stage. Prints a
+table of figures, ratios and goal verdicts; ``--json`` writes them to a file too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from benchmarks import generate as gen
+
+PROJECT_DIR = Path(__file__).resolve().parent.parent
+
+# Goals of issue 7.
+GOAL_E2E_RATE = 50_000  # changes/s end to end at 1M
+GOAL_E2E_VS_PARSE = 2.5
+GOAL_INCREMENTAL_GROWTH = 1.3
+GOAL_MART_VS_PEER = 1.2
+
+
+# --- memory -----------------------------------------------------------------------------------------
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+            found.append(int(entry.name))
+    return found
+
+
+def find_jvm(root: int | None = None) -> int | None:
+    """The java process below this one (the Spark driver pyspark started)."""
+    queue = [root or os.getpid()]
+    while queue:
+        pid = queue.pop()
+        for child in _children(pid):
+            try:
+                if (Path("/proc") / str(child) / "comm").read_text().strip() == "java":
+                    return child
+            except OSError:
+                continue
+            queue.append(child)
+    return None
+
+
+def _status_kb(pid: int, key: str) -> int:
+    for line in (Path("/proc") / str(pid) / "status").read_text().splitlines():
+        if line.startswith(key + ":"):
+            return int(line.split()[1])
+    return 0
+
+
+class MemoryMonitor:
+    """Peak resident set of a process per stage: VmHWM after resetting it (clear_refs 5) at the start
+    of the stage, and polled VmRSS as a fallback where the reset is not allowed."""
+
+    def __init__(self, pid: int | None):
+        self.pid = pid
+        self.peak_kb = 0
+        self._stop = threading.Event()
+        self._thread = None
+        self.can_reset = False
+
+    def start_stage(self) -> None:
+        if not self.pid:
+            return
+        try:
+            (Path("/proc") / str(self.pid) / "clear_refs").write_text("5")
+            self.can_reset = True
+        except OSError:
+            self.can_reset = False
+        self.peak_kb = _status_kb(self.pid, "VmRSS")
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._poll, daemon=True)
+        self._thread.start()
+
+    def _poll(self) -> None:
+        while not self._stop.wait(0.2):
+            try:
+                self.peak_kb = max(self.peak_kb, _status_kb(self.pid, "VmRSS"))
+            except OSError:
+                return
+
+    def end_stage(self) -> float:
+        """Peak MB of the stage."""
+        if not self.pid:
+            return 0.0
+        self._stop.set()
+        if self._thread:
+            self._thread.join()
+        peak = self.peak_kb
+        if self.can_reset:
+            peak = max(peak, _status_kb(self.pid, "VmHWM"))
+        return peak / 1024
+
+
+# --- measurements -----------------------------------------------------------------------------------
+
+
+@dataclass
+class Stage:
+    name: str
+    seconds: float
+    changes: int
+    peak_mb: float = 0.0
+    model_seconds: float | None = None  # dbt's execution_time of the model, without dbt's own start-up
+    note: str = ""
+
+    @property
+    def rate(self) -> float:
+        return self.changes / self.seconds if self.seconds else 0.0
+
+
+@dataclass
+class Results:
+    command: str
+    changes: int
+    increment: int
+    knobs: dict
+    stages: list[Stage] = field(default_factory=list)
+    checks: list[tuple[str, bool, str]] = field(default_factory=list)
+    goals: list[tuple[str, str, bool]] = field(default_factory=list)
+    generated: dict = field(default_factory=dict)
+
+    def stage(self, name: str) -> Stage | None:
+        return next((s for s in self.stages if s.name == name), None)
+
+
+class Bench:
+    def __init__(self, args: argparse.Namespace, scratch: Path, results: Results):
+        self.args = args
+        self.scratch = scratch
+        self.results = results
+        self.spark = None
+        self.memory: MemoryMonitor | None = None
+
+    # -- helpers
+
+    def log(self, text: str) -> None:
+        print(f"[{time.strftime('%H:%M:%S')}] {text}", flush=True)
+
+    def measure(self, name: str, changes: int, fn, note: str = "") -> tuple[Stage, object]:
+        self.log(f"{name}: started ({changes:,} changes)")
+        self.memory.start_stage()
+        t0 = time.monotonic()
+        value = fn()
+        seconds = time.monotonic() - t0
+        stage = Stage(name, seconds, changes, self.memory.end_stage(), note=note)
+        if isinstance(value, float):  # a dbt run returns the model's execution time
+            stage.model_seconds = value
+        self.results.stages.append(stage)
+        self.log(
+            f"{name}: {seconds:.1f}s, {stage.rate:,.0f} changes/s, driver peak {stage.peak_mb:,.0f} MB"
+            + (f" (model {stage.model_seconds:.1f}s)" if stage.model_seconds is not None else "")
+        )
+        return stage, value
+
+    def check(self, what: str, ok: bool, detail: str) -> None:
+        self.results.checks.append((what, ok, detail))
+        self.log(f"check {what}: {'ok' if ok else 'FAILED'} ({detail})")
+
+    def dbt(self, *args: str) -> float:
+        """Run dbt in-process on the session; return the summed execution time of its nodes."""
+        from dbt.cli.main import dbtRunner
+
+        result = dbtRunner().invoke(
+            [*args, "--quiet", "--project-dir", str(PROJECT_DIR), "--profiles-dir", str(PROJECT_DIR)]
+        )
+        if not result.success:
+            raise RuntimeError(f"dbt {' '.join(args)} failed: {result.exception}")
+        return float(sum(r.execution_time for r in result.result.results))
+
+    def count(self, table: str) -> int:
+        return self.spark.table(table).count()
+
+    # -- the pieces
+
+    def start_spark(self) -> None:
+        from python_jobs.spark_session import get_spark
+
+        self.log("starting Spark (embedded, local target, scratch warehouse)")
+        self.spark = get_spark("wal_lake_bench")
+        self.memory = MemoryMonitor(find_jvm())
+        self.log(f"Spark {self.spark.version}, driver JVM pid {self.memory.pid}")
+
+    def raw_parse(self, zone: gen.Zone, history: int) -> None:
+        from pyspark.sql import functions as F
+
+        from python_jobs.ingest.wal2json import RECORD_SCHEMA
+
+        files = zone.history_files()
+
+        def parse() -> None:
+            r = F.from_json("value", RECORD_SCHEMA).alias("r")
+            row = (
+                self.spark.read.text(files)
+                .select(r)
+                .agg(
+                    F.count("r.action").alias("n"),
+                    F.max("r.lsn").alias("lsn"),
+                    F.sum(F.size("r.columns") + F.size("r.identity") + F.size("r.pk")).alias("cols"),
+                    F.max("r.table").alias("t"),
+                )
+                .collect()[0]
+            )
+            self.check(
+                "raw parse line count", row.n == zone.lines - zone.increment_lines, f"{row.n:,} parsed lines"
+            )
+
+        self.measure("raw parse (read.text + from_json + count)", history, parse, note=f"{len(files)} files")
+
+    def wal_lake(self, zone: gen.Zone, history: int) -> None:
+        from python_jobs.ingest import job as ingest
+
+        tag = _short(history)
+        raw, schema = f"bench_{tag}_raw", f"bench_{tag}"
+        os.environ["WAL_LAKE_RAW_SCHEMA"] = raw
+        os.environ["WAL_LAKE_SCHEMA"] = schema
+        self.log(f"history {tag}: schemas {raw}, {schema}")
+
+        def land() -> None:
+            summary = ingest.run(self.spark, zone.root, schema=raw)
+            self.log(summary.line())
+            if not summary.balanced:
+                raise RuntimeError("ingestion accounting does not balance")
+
+        self.measure(f"[{tag}] ingest", history, land)
+        # The views need the landed tables; the seed and views are a one-off, outside the timed runs.
+        self.measure(
+            f"[{tag}] setup: dbt seed + staging/intermediate views",
+            0,
+            lambda: self.dbt("seed") + self.dbt("run", "-s", "staging", "intermediate"),
+        )
+        self.measure(
+            f"[{tag}] dbt run sequin_events", history, lambda: self.dbt("run", "-s", "sequin_events")
+        )
+        self.measure(
+            f"[{tag}] dbt run consumer_records", history, lambda: self.dbt("run", "-s", "consumer_records")
+        )
+        seq_rows = self.count(f"{schema}.sequin_events")
+        live = self.count(f"{schema}.consumer_records")
+        self.check(f"[{tag}] sequin_events rows", seq_rows == history, f"{seq_rows:,}, expected {history:,}")
+        expected_live = zone.live_before_increment
+        self.check(
+            f"[{tag}] consumer_records rows", live == expected_live, f"{live:,}, expected {expected_live:,}"
+        )
+        self.results.generated[f"live_{tag}"] = live
+
+        if not zone.increment_files:
+            return
+        inc = zone.increment_changes
+        gen.release_increment(zone)
+        self.log(f"[{tag}] increment: {inc:,} changes in {len(zone.increment_files)} new file(s)")
+        self.measure(f"[{tag}] +{_short(inc)} ingest", inc, land)
+        self.measure(
+            f"[{tag}] +{_short(inc)} dbt run sequin_events",
+            inc,
+            lambda: self.dbt("run", "-s", "sequin_events"),
+        )
+        self.measure(
+            f"[{tag}] +{_short(inc)} dbt run consumer_records",
+            inc,
+            lambda: self.dbt("run", "-s", "consumer_records"),
+        )
+        seq_rows = self.count(f"{schema}.sequin_events")
+        live = self.count(f"{schema}.consumer_records")
+        self.check(f"[{tag}] +increment sequin_events rows", seq_rows == history + inc, f"{seq_rows:,}")
+        self.check(
+            f"[{tag}] +increment consumer_records rows",
+            live == zone.live,
+            f"{live:,}, expected {zone.live:,}",
+        )
+
+    def peers(self, zone: gen.Zone, history: int, wal_lake_live: int) -> None:
+        from benchmarks import peer_pyspark
+
+        files = zone.history_files()
+        out = self.scratch / "peer_pyspark"
+        self.log(f"peer PySpark on {len(files)} files")
+        self.memory.start_stage()
+        result = peer_pyspark.run(self.spark, files, str(out))
+        peak = self.memory.end_stage()
+        self.results.stages.append(
+            Stage("peer PySpark: log (parse, dedup, seq)", result.log_seconds, history, peak)
+        )
+        self.results.stages.append(
+            Stage("peer PySpark: state (flatten)", result.state_seconds, history, peak)
+        )
+        self.log(
+            f"peer PySpark: log {result.log_seconds:.1f}s, state {result.state_seconds:.1f}s, "
+            f"driver peak {peak:,.0f} MB"
+        )
+        self.check("peer PySpark log rows", result.log_rows == history, f"{result.log_rows:,}")
+        self.check(
+            "peer PySpark state rows == wal_lake consumer_records",
+            result.state_rows == wal_lake_live,
+            f"{result.state_rows:,} vs {wal_lake_live:,}",
+        )
+        shutil.rmtree(out, ignore_errors=True)
+
+        if self.args.skip_duckdb:
+            return
+        try:
+            import duckdb  # noqa: F401
+
+            from benchmarks import peer_duckdb
+        except ImportError:
+            self.log(
+                "peer DuckDB skipped: duckdb is not installed (pip install -r benchmarks/requirements.txt)"
+            )
+            return
+        out = self.scratch / "peer_duckdb"
+        out.mkdir(exist_ok=True)
+        self.log(f"peer DuckDB ({self.args.duckdb_threads} threads) on {len(files)} files")
+        me = MemoryMonitor(os.getpid())
+        me.start_stage()
+        result = peer_duckdb.run(files, str(out), threads=self.args.duckdb_threads)
+        peak = me.end_stage()
+        self.results.stages.append(
+            Stage(
+                "peer DuckDB: log (parse, dedup, seq)",
+                result.log_seconds,
+                history,
+                peak,
+                note="python process RSS",
+            )
+        )
+        self.results.stages.append(
+            Stage(
+                "peer DuckDB: state (flatten)", result.state_seconds, history, peak, note="python process RSS"
+            )
+        )
+        self.log(
+            f"peer DuckDB: log {result.log_seconds:.1f}s, state {result.state_seconds:.1f}s, "
+            f"process peak {peak:,.0f} MB"
+        )
+        self.check("peer DuckDB log rows", result.log_rows == history, f"{result.log_rows:,}")
+        self.check(
+            "peer DuckDB state rows == wal_lake consumer_records",
+            result.state_rows == wal_lake_live,
+            f"{result.state_rows:,} vs {wal_lake_live:,}",
+        )
+        shutil.rmtree(out, ignore_errors=True)
+
+
+def _short(n: int) -> str:
+    for unit, size in (("M", 1_000_000), ("k", 1_000)):
+        if n >= size and n % size == 0:
+            return f"{n // size}{unit}"
+    return f"{n:,}"
+
+
+# --- report -----------------------------------------------------------------------------------------
+
+
+def evaluate(results: Results, main_tag: str, histories: list[int], increment: int) -> None:
+    """Fill results.goals from the stages: (goal, measured, met)."""
+    s = results.stage
+    inc = _short(increment)
+    ingest, seq, cons = (
+        s(f"[{main_tag}] {x}") for x in ("ingest", "dbt run sequin_events", "dbt run consumer_records")
+    )
+    parse = s("raw parse (read.text + from_json + count)")
+    if ingest and seq and cons:
+        e2e = Stage(
+            f"[{main_tag}] end to end (ingest + both marts)",
+            ingest.seconds + seq.seconds + cons.seconds,
+            ingest.changes,
+        )
+        e2e.peak_mb = max(ingest.peak_mb, seq.peak_mb, cons.peak_mb)
+        results.stages.append(e2e)
+        results.goals.append(
+            (
+                f"end to end >= {GOAL_E2E_RATE:,} changes/s at {main_tag}",
+                f"{e2e.rate:,.0f} changes/s",
+                e2e.rate >= GOAL_E2E_RATE,
+            )
+        )
+        if parse:
+            ratio = e2e.seconds / parse.seconds
+            results.goals.append(
+                (
+                    f"end to end <= {GOAL_E2E_VS_PARSE}x raw parse",
+                    f"{ratio:.1f}x ({e2e.seconds:.1f}s / {parse.seconds:.1f}s)",
+                    ratio <= GOAL_E2E_VS_PARSE,
+                )
+            )
+    incs = {}
+    for h in histories:
+        tag = _short(h)
+        parts = [
+            s(f"[{tag}] +{inc} {x}") for x in ("ingest", "dbt run sequin_events", "dbt run consumer_records")
+        ]
+        if all(parts):
+            total = Stage(f"[{tag}] +{inc} incremental total", sum(p.seconds for p in parts), increment)
+            total.peak_mb = max(p.peak_mb for p in parts)
+            results.stages.append(total)
+            incs[h] = total
+    if len(incs) >= 2:
+        small, large = incs[min(incs)], incs[max(incs)]
+        ratio = large.seconds / small.seconds
+        results.goals.append(
+            (
+                f"incremental +{inc} on {_short(max(incs))} "
+                f"<= {GOAL_INCREMENTAL_GROWTH}x on {_short(min(incs))}",
+                f"{ratio:.2f}x ({large.seconds:.1f}s / {small.seconds:.1f}s)",
+                ratio <= GOAL_INCREMENTAL_GROWTH,
+            )
+        )
+    peer_log, peer_state = s("peer PySpark: log (parse, dedup, seq)"), s("peer PySpark: state (flatten)")
+    for mart, peer in ((seq, peer_log), (cons, peer_state)):
+        if mart and peer:
+            ratio = mart.seconds / peer.seconds
+            model = f"; model only {mart.model_seconds / peer.seconds:.2f}x" if mart.model_seconds else ""
+            results.goals.append(
+                (
+                    f"{mart.name.split('] ')[1]} "
+                    f"<= {GOAL_MART_VS_PEER}x peer PySpark {peer.name.split(': ')[1]}",
+                    f"{ratio:.2f}x ({mart.seconds:.1f}s / {peer.seconds:.1f}s{model})",
+                    ratio <= GOAL_MART_VS_PEER,
+                )
+            )
+    if ingest and seq and peer_log:
+        ratio = (ingest.seconds + seq.seconds) / peer_log.seconds
+        results.goals.append(
+            ("(info) ingest + sequin_events vs peer PySpark log (both from files)", f"{ratio:.2f}x", True)
+        )
+    if ingest and seq and cons and peer_log and peer_state:
+        ratio = (ingest.seconds + seq.seconds + cons.seconds) / (peer_log.seconds + peer_state.seconds)
+        results.goals.append(("(info) wal_lake end to end vs whole peer PySpark job", f"{ratio:.2f}x", True))
+
+
+def report(results: Results, parse_seconds: float | None) -> str:
+    out = [f"command: {results.command}", ""]
+    out.append(
+        f"{'stage':<58} {'seconds':>8} {'changes':>11} {'changes/s':>11} {'vs parse':>8} {'peak MB':>8}"
+    )
+    out.append("-" * 109)
+    for st in results.stages:
+        vs = f"{st.seconds / parse_seconds:.2f}x" if parse_seconds and st.changes >= results.changes else ""
+        model = f" (model {st.model_seconds:.1f}s)" if st.model_seconds is not None else ""
+        out.append(
+            f"{st.name:<58} {st.seconds:>8.1f} {st.changes:>11,} {st.rate:>11,.0f} {vs:>8} "
+            f"{st.peak_mb:>8,.0f}{model}"
+        )
+    out += ["", "goals:"]
+    for goal, measured, met in results.goals:
+        verdict = "info   " if goal.startswith("(info)") else "MET    " if met else "NOT MET"
+        out.append(f"  {verdict}  {goal:<62} {measured}")
+    out += ["", "checks:"]
+    for what, ok, detail in results.checks:
+        out.append(f"  {'ok    ' if ok else 'FAILED'}  {what}: {detail}")
+    return "\n".join(out)
+
+
+# --- main -------------------------------------------------------------------------------------------
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.run", description=__doc__.split("\n")[0])
+    parser.add_argument(
+        "--changes", type=int, default=1_000_000, help="changes of the main zone (default 1M)"
+    )
+    parser.add_argument(
+        "--histories",
+        help="comma-separated history sizes for the incremental cost (default 100000,1000000 "
+        "and the main size; 10000000 is added with --changes 10000000)",
+    )
+    parser.add_argument("--increment", type=int, default=10_000, help="new changes on top of each history")
+    parser.add_argument(
+        "--work", type=Path, help="scratch directory (default: a new temp dir, removed after)"
+    )
+    parser.add_argument("--keep", action="store_true", help="keep the scratch directory")
+    parser.add_argument("--skip-peers", action="store_true", help="no peer jobs")
+    parser.add_argument("--skip-duckdb", action="store_true", help="no DuckDB peer")
+    parser.add_argument("--duckdb-threads", type=int, default=2)
+    parser.add_argument("--json", type=Path, help="also write the figures as JSON to this file")
+    gen.add_knob_args(parser)
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    started = time.monotonic()
+    if args.histories:
+        histories = sorted({int(h) for h in args.histories.split(",")} | {args.changes})
+    else:
+        histories = sorted({100_000, min(args.changes, 1_000_000), args.changes})
+    scratch = args.work or Path(tempfile.mkdtemp(prefix="wal_lake_bench_"))
+    scratch.mkdir(parents=True, exist_ok=True)
+    # Before anything starts Spark or dbt: a scratch warehouse and dbt output outside the repo.
+    os.environ["WAL_LAKE_SPARK_DIR"] = str(scratch / "spark")
+    os.environ["DBT_TARGET_PATH"] = str(scratch / "dbt_target")
+    os.environ["DBT_LOG_PATH"] = str(scratch / "dbt_logs")
+    os.environ["WAL_LAKE_TARGET"] = "local"
+    os.environ.setdefault("WAL_LAKE_CORES", str(os.cpu_count() or 2))
+    os.chdir(PROJECT_DIR)  # profiles.yml's relative paths (conf/log4j2.properties)
+    command = "python -m benchmarks.run " + " ".join(argv if argv is not None else sys.argv[1:])
+    results = Results(command=command.strip(), changes=args.changes, increment=args.increment, knobs={})
+    bench = Bench(args, scratch, results)
+    print(
+        f"scratch: {scratch}; histories {', '.join(_short(h) for h in histories)} + {_short(args.increment)}"
+    )
+    try:
+        zones = {}
+        for h in histories:
+            knobs = gen.knobs_from(args, h, holdback=args.increment)
+            bench.log(f"generating {_short(h)} + {_short(args.increment)} changes")
+            zone = gen.generate(scratch / f"zone_{_short(h)}", knobs, progress=h >= 1_000_000)
+            bench.log(
+                f"generated {zone.changes:,} changes, {zone.lines:,} lines, {len(zone.files)} files + "
+                f"{len(zone.copies)} copies in {zone.seconds:.1f}s "
+                f"({zone.changes / zone.seconds:,.0f} changes/s)"
+            )
+            results.generated[_short(h)] = {
+                k: getattr(zone, k)
+                for k in (
+                    "changes",
+                    "lines",
+                    "transactions",
+                    "inserts",
+                    "updates",
+                    "deletes",
+                    "omitted",
+                    "replayed_lines",
+                    "live_before_increment",
+                    "live",
+                )
+            } | {"files": len(zone.files), "copies": len(zone.copies)}
+            zones[h] = zone
+        results.knobs = asdict(knobs) | {"changes": args.changes}
+        bench.start_spark()
+        # The smaller histories first: the first also warms the JVM up before the reference is timed.
+        for h in histories:
+            if h == args.changes:
+                bench.raw_parse(zones[h], h)
+            bench.wal_lake(zones[h], h)
+        if not args.skip_peers:
+            bench.peers(zones[args.changes], args.changes, results.generated[f"live_{_short(args.changes)}"])
+    finally:
+        if bench.spark is not None:
+            evaluate(results, _short(args.changes), histories, args.increment)
+            parse = results.stage("raw parse (read.text + from_json + count)")
+            print("\n" + report(results, parse.seconds if parse else None))
+            if args.json:
+                args.json.write_text(json.dumps(asdict(results), indent=1, default=str))
+        if not args.keep and not args.work:
+            shutil.rmtree(scratch, ignore_errors=True)
+    failed = [c for c in results.checks if not c[1]]
+    met = sum(1 for g in results.goals if g[2] and not g[0].startswith("(info)"))
+    goals = sum(1 for g in results.goals if not g[0].startswith("(info)"))
+    print(
+        f"\nbench: {_short(args.changes)} changes, {goals} goals, {met} met, {len(failed)} checks failed, "
+        f"{time.monotonic() - started:.0f}s in all"
+    )
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
