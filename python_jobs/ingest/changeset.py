@@ -105,6 +105,9 @@ class ChangeSet:
     ``shared`` is optional too: the one intermediate DataFrame (parsed and classified lines) that the
     other four derive from. The job persists it for the batch, so each line is parsed once although
     the batch's outputs are written and counted by several actions.
+
+    ``upstream`` lists frames that ``shared`` reads more than once (by two branches of its plan); the
+    job persists them too, before ``shared``, so that each is computed once.
     """
 
     events: DataFrame
@@ -112,6 +115,7 @@ class ChangeSet:
     pending: DataFrame
     control: DataFrame | None = None
     shared: DataFrame | None = None
+    upstream: tuple[DataFrame, ...] = ()
 
 
 def conform(df: DataFrame, schema: StructType) -> DataFrame:

@@ -239,6 +239,9 @@ def load(
     stamp = [F.lit(batch_id).alias("batch_id"), F.lit(planned_at).alias("ingested_at")]
     events = _union([cs.events for cs in sets])
     outcomes, landed_max = _file_outcomes(spark, sets, plan)
+    for cs in sets:  # the counts above computed every line's outcome into the shared frames
+        for df in cs.upstream:
+            df.unpersist()
 
     ledger.append(EVENTS, events.select("*", *stamp), batch_id)
     ledger.append(REJECTS, _union([cs.rejects for cs in sets]).select("*", *stamp), batch_id)
@@ -339,11 +342,15 @@ def run_batch(
         transform_for(fmt)  # fail before reading anything when a format module is missing
     lines = extract(spark, plan)
     sets = transform(lines, formats)
-    shared = [cs.shared.persist(StorageLevel.MEMORY_AND_DISK) for cs in sets if cs.shared is not None]
+    persisted = [
+        df.persist(StorageLevel.MEMORY_AND_DISK)
+        for cs in sets
+        for df in (*cs.upstream, *([cs.shared] if cs.shared is not None else []))
+    ]
     try:
         return load(ledger, batch_id, planned_at, plan, sets, frontiers)
     finally:
-        for df in shared:
+        for df in persisted:
             df.unpersist()
 
 

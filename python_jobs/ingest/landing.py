@@ -129,16 +129,17 @@ def probe(spark: SparkSession, path: str, detect: bool) -> str | None:
 
 
 def line_counts(spark: SparkSession, paths: list[str]) -> dict[str, int]:
-    """Lines per file, counted from the text alone (a check on what the transforms account for)."""
-    value = F.col("value")
-    newlines = F.length(value) - F.length(F.replace(value, F.lit("\n"), F.lit("")))
-    total = (
-        F.when(F.length(value) == 0, F.lit(0)).when(value.endswith("\n"), newlines).otherwise(newlines + 1)
+    """Lines per file, counted from the text alone (a check on what the transforms account for).
+
+    A line-by-line read (split across tasks, nothing parsed) with ``\\n`` as the only separator, as
+    ``read_lines`` splits: a trailing newline ends the last line, a lone ``\\r`` is part of a line."""
+    counted = (
+        spark.read.option("lineSep", "\n")
+        .text(paths)
+        .groupBy(F.col("_metadata.file_path").alias("landing_file"))
+        .count()
     )
-    counted = spark.read.text(paths, wholetext=True).select(
-        F.col("_metadata.file_path").alias("landing_file"), total.alias("lines")
-    )
-    return {r.landing_file: r.lines for r in counted.collect()}
+    return {r.landing_file: r["count"] for r in counted.collect()}
 
 
 def read_lines(spark: SparkSession, plan: DataFrame, paths: list[str]) -> DataFrame:
@@ -148,22 +149,27 @@ def read_lines(spark: SparkSession, plan: DataFrame, paths: list[str]) -> DataFr
     file must fit in one task's memory, and below 2 GB) and only lines from ``from_line`` on are kept.
     A trailing newline does not make an extra empty line; ``\\r\\n`` endings lose their ``\\r``.
     """
-    # One trailing newline ends the last line rather than starting an empty one. The array is split
-    # once per file: an expression over it beside posexplode would be evaluated once per line.
+    # One trailing newline ends the last line rather than starting an empty one. The plan is joined
+    # to the files (a row per file) before they are split, and the array is split once per file: an
+    # expression over it beside posexplode would be evaluated once per line.
     value = F.col("value")
     text = F.when(value.endswith("\n"), F.expr("substring(value, 1, length(value) - 1)")).otherwise(value)
-    numbered = (
+    files = (
         spark.read.text(paths, wholetext=True)
         .where(F.length("value") > 0)
-        .select(F.col("_metadata.file_path").alias("landing_file"), F.posexplode(F.split(text, "\n")))
+        .select(F.col("_metadata.file_path").alias("landing_file"), text.alias("value"))
+        .join(F.broadcast(plan), on="landing_file", how="inner")
+    )
+    return (
+        files.select(
+            "source_id", "landing_file", "source_format", "from_line", F.posexplode(F.split("value", "\n"))
+        )
+        .where(F.col("pos") + 1 >= F.col("from_line"))
         .select(
+            "source_id",
             "landing_file",
             (F.col("pos") + 1).cast("bigint").alias("landing_line"),
             F.regexp_replace("col", "\r$", "").alias("line"),
+            "source_format",
         )
-    )
-    return (
-        numbered.join(F.broadcast(plan), on="landing_file", how="inner")
-        .where(F.col("landing_line") >= F.col("from_line"))
-        .select("source_id", "landing_file", "landing_line", "line", "source_format")
     )

@@ -124,19 +124,34 @@ RECORD_SCHEMA = StructType(
 _NUMBER_VALUE = r'(?<!\\)("value"\s*:\s*)(-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?)(?=\s*[,}\]])'
 
 
+# Higher-order functions (transform, filter, exists) are interpreted row by row, element by element;
+# the helpers below use array and map functions that Spark compiles, and keep a lambda only for the
+# rare multi-column key.
+
+
+def _names(cols: Column) -> Column:
+    return cols["name"]
+
+
 def _values_map(cols: Column) -> Column:
-    return F.map_from_entries(F.transform(cols, lambda c: F.struct(c["name"], c["value"])))
+    """Column name -> value text. The names must be known to be present and unique (``_columns_ok``)."""
+    return F.map_from_arrays(cols["name"], cols["value"])
 
 
 def _key_text(pk: Column, values: Column) -> Column:
     """The key values in key order as a JSON array of texts; null when any is missing."""
+    single = F.element_at(values, F.get(pk["name"], 0))
     texts = F.transform(pk, lambda k: F.element_at(values, k["name"]))
-    return F.when(F.size(F.filter(texts, lambda t: t.isNull())) == 0, F.to_json(texts))
+    return F.when(F.size(pk) == 1, F.when(single.isNotNull(), F.to_json(F.array(single)))).otherwise(
+        F.when(F.size(F.filter(texts, lambda t: t.isNull())) == 0, F.to_json(texts))
+    )
 
 
 def _columns_ok(cols: Column) -> Column:
-    names = F.transform(cols, lambda c: c["name"])
-    return ~F.exists(names, lambda n: n.isNull()) & (F.size(F.array_distinct(names)) == F.size(names))
+    """Every column has a name and no name repeats (sorting puts a null name first)."""
+    names = _names(cols)
+    no_null = (F.size(names) == 0) | F.get(F.sort_array(names), 0).isNotNull()
+    return no_null & (F.size(F.array_distinct(names)) == F.size(names))
 
 
 def parse(lines: DataFrame) -> DataFrame:
@@ -174,13 +189,54 @@ def parse(lines: DataFrame) -> DataFrame:
     )
 
 
-def classify(lines: DataFrame) -> DataFrame:
-    """One row per input line with ``kind`` (event/reject/pending/control), ``reason`` and the
-    transaction it belongs to (``commit_lsn``, ``commit_idx``, ``commit_ts``)."""
-    parsed = parse(lines)
+def _is_begin() -> Column:
+    return F.coalesce(F.col("code") == CODE_BEGIN, F.lit(False))
+
+
+def number_in_files(lines: DataFrame) -> DataFrame:
+    """Parsed lines with ``file_txn``: the number of valid ``B`` records up to and including the line
+    within its file.
+
+    A running count over a whole source would put every line of the source through one task; per
+    file, files are numbered in parallel. ``classify`` adds each file's offset (the ``B`` records of
+    the source's earlier files) from a per-file summary of this frame, which therefore is read twice:
+    the job persists it (``ChangeSet.upstream``) so that each line is parsed once."""
+    in_file_running = (
+        Window.partitionBy("source_id", "landing_file")
+        .orderBy("landing_line")
+        .rowsBetween(Window.unboundedPreceding, 0)
+    )
+    return parse(lines).withColumn("file_txn", F.sum(_is_begin().cast("int")).over(in_file_running))
+
+
+def _number_transactions(numbered: DataFrame) -> DataFrame:
+    """Add ``txn`` (the number of valid ``B`` records up to and including the line, in the source's
+    ``(landing_file, landing_line)`` order) and ``last_txn`` (the source's greatest ``txn``)."""
+    earlier_files = (
+        Window.partitionBy("source_id").orderBy("landing_file").rowsBetween(Window.unboundedPreceding, -1)
+    )
+    offsets = (
+        numbered.groupBy("source_id", "landing_file")
+        .agg(F.max("file_txn").alias("file_begins"))
+        .select(
+            "source_id",
+            "landing_file",
+            F.coalesce(F.sum("file_begins").over(earlier_files), F.lit(0)).alias("txn_offset"),
+            F.sum("file_begins").over(Window.partitionBy("source_id")).alias("last_txn"),
+        )
+    )
+    return (
+        numbered.join(F.broadcast(offsets), on=["source_id", "landing_file"])
+        .withColumn("txn", F.col("txn_offset") + F.col("file_txn"))
+        .drop("txn_offset", "file_txn")
+    )
+
+
+def classify(numbered: DataFrame) -> DataFrame:
+    """One row per input line (of ``number_in_files``) with ``kind`` (event/reject/pending/control),
+    ``reason`` and the transaction it belongs to (``commit_lsn``, ``commit_idx``, ``commit_ts``).
+    The per-transaction windows are spread over ``(source_id, txn)``."""
     order = [F.col("landing_file"), F.col("landing_line")]
-    running = Window.partitionBy("source_id").orderBy(*order).rowsBetween(Window.unboundedPreceding, 0)
-    whole_source = Window.partitionBy("source_id")
     in_txn_running = (
         Window.partitionBy("source_id", "txn").orderBy(*order).rowsBetween(Window.unboundedPreceding, 0)
     )
@@ -190,7 +246,7 @@ def classify(lines: DataFrame) -> DataFrame:
         .rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
     )
 
-    is_begin = F.coalesce(F.col("code") == CODE_BEGIN, F.lit(False))
+    is_begin = _is_begin()
     is_commit = F.coalesce(F.col("code") == CODE_COMMIT, F.lit(False))
     # Postgres numbers the changes of a transaction whatever becomes of them here, so a change
     # rejected for its content keeps its slot: a line whose action is a change code counts.
@@ -201,8 +257,7 @@ def classify(lines: DataFrame) -> DataFrame:
         return F.first(F.when(is_commit, value), ignorenulls=True).over(whole_txn)
 
     staged = (
-        parsed.withColumn("txn", F.sum(is_begin.cast("int")).over(running))
-        .withColumn("last_txn", F.max("txn").over(whole_source))
+        _number_transactions(numbered)
         .withColumn("commits_so_far", F.sum(is_commit.cast("int")).over(in_txn_running))
         .withColumn("has_commit", F.max(is_commit).over(whole_txn))
         .withColumn("begin_xid", F.first(F.when(is_begin, F.col("xid_value")), True).over(whole_txn))
@@ -259,9 +314,9 @@ def _events(classified: DataFrame) -> DataFrame:
     standalone = F.col("non_tx_message")
     values_src = F.when(code == CODE_DELETE, r["identity"]).otherwise(r["columns"])
     record = _values_map(values_src)
-    pk_names = F.transform(r["pk"], lambda k: k["name"])
+    pk_names = _names(r["pk"])
     identity = _values_map(r["identity"])
-    identity_has_non_key = F.exists(r["identity"], lambda c: ~F.array_contains(pk_names, c["name"]))
+    identity_has_non_key = F.size(F.array_except(_names(r["identity"]), pk_names)) > 0
     old_key = _key_text(r["pk"], identity)
     message = F.map_from_arrays(
         F.array(F.lit("prefix"), F.lit("content"), F.lit("transactional")),
@@ -307,7 +362,8 @@ def _lines_of(classified: DataFrame, kind: str) -> DataFrame:
 
 def transform(lines: DataFrame) -> ChangeSet:
     """wal2json lines (source_id, landing_file, landing_line, line) -> ChangeSet."""
-    classified = classify(lines)
+    numbered = number_in_files(lines)
+    classified = classify(numbered)
     # What the outputs need, and no more: the job persists this frame for the batch, and the raw
     # text of a line is only kept where it is rejected.
     shared = classified.select(
@@ -335,4 +391,5 @@ def transform(lines: DataFrame) -> ChangeSet:
         pending=_lines_of(shared, KIND_PENDING),
         control=_lines_of(shared, KIND_CONTROL),
         shared=shared,
+        upstream=(numbered,),
     )
