@@ -332,10 +332,35 @@ def _check_unchanged(listed: list[LandingFile], states: dict[str, FileState], pl
             )
 
 
+# Landing text per shuffle partition of a batch. The session's spark.sql.shuffle.partitions suits the
+# models and small batches; a large batch raises it for its own shuffles, so that no partition of the
+# parsed lines (two to three times the size of their text) outgrows a task's memory.
+BATCH_PARTITION_BYTES = 32 * 2**20
+
+
+def _batch_partitions(spark: SparkSession, plan: list[dict]) -> tuple[str, int]:
+    """(the session's shuffle partitions, as set; the partitions this batch uses)."""
+    current = spark.conf.get("spark.sql.shuffle.partitions")
+    size = sum(p["file_size"] or 0 for p in plan)
+    return current, max(int(current), -(-size // BATCH_PARTITION_BYTES))
+
+
 def run_batch(
     ledger: Ledger, batch_id: int, planned_at: datetime, plan: list[dict], frontiers: dict[str, int | None]
 ) -> BatchResult:
     """Execute a written plan: extract, transform, load. Safe to call again for the same plan."""
+    spark = ledger.spark
+    current, partitions = _batch_partitions(spark, plan)
+    spark.conf.set("spark.sql.shuffle.partitions", str(partitions))
+    try:
+        return _run_batch(ledger, batch_id, planned_at, plan, frontiers)
+    finally:
+        spark.conf.set("spark.sql.shuffle.partitions", current)
+
+
+def _run_batch(
+    ledger: Ledger, batch_id: int, planned_at: datetime, plan: list[dict], frontiers: dict[str, int | None]
+) -> BatchResult:
     spark = ledger.spark
     formats = sorted({p["source_format"] for p in plan})
     for fmt in formats:

@@ -276,3 +276,39 @@ def test_a_landing_zone_listed_out_of_order_lands_as_if_listed_in_order(spark, l
     assert any(len(names) > 1 and names != sorted(names) for names in returned), returned
     assert summary.balanced and summary.batches == in_order_summary.batches
     assert _landed(spark, schema) == expected
+
+
+def test_a_large_batch_uses_more_shuffle_partitions_for_itself_only(spark, landing, schema, monkeypatch):
+    """A batch raises spark.sql.shuffle.partitions with its size (so a 10M-change batch does not put
+    gigabytes in one task) and sets it back; the landed rows do not depend on the partitioning."""
+    session_value = spark.conf.get("spark.sql.shuffle.partitions")
+    plan = [{"file_size": 10 * job.BATCH_PARTITION_BYTES + 1}, {"file_size": job.BATCH_PARTITION_BYTES}]
+    assert job._batch_partitions(spark, plan) == (session_value, max(int(session_value), 12))
+    assert job._batch_partitions(spark, [{"file_size": 10}]) == (session_value, int(session_value))
+
+    shutil.copy(FIXTURE, landing / "src" / "0001.jsonl")
+    shutil.copy(FIXTURE, landing / "src" / "0002.jsonl")
+    ingest(spark, landing, schema)
+    expected = sorted(
+        (e["landing_file"], e["landing_line"], e["commit_lsn"], e["commit_idx"], e["record_pk"])
+        for e in rows(spark, schema, EVENTS)
+    )
+    seen: list[str] = []
+    real_load = job.load
+
+    def spying_load(*args, **kwargs):
+        seen.append(spark.conf.get("spark.sql.shuffle.partitions"))
+        return real_load(*args, **kwargs)
+
+    monkeypatch.setattr(job, "load", spying_load)
+    monkeypatch.setattr(job, "BATCH_PARTITION_BYTES", 2048)  # 2 x 16 kB of fixture: 17 partitions
+    ingest(spark, landing, schema + "_many")
+    assert len(seen) == 1 and int(seen[0]) == max(int(session_value), 17)
+    assert spark.conf.get("spark.sql.shuffle.partitions") == session_value
+    assert (
+        sorted(
+            (e["landing_file"], e["landing_line"], e["commit_lsn"], e["commit_idx"], e["record_pk"])
+            for e in rows(spark, schema + "_many", EVENTS)
+        )
+        == expected
+    )
