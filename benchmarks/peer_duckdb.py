@@ -14,7 +14,8 @@ differ from wal_lake's; the benchmark compares row counts. Requires ``duckdb``
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+
+from benchmarks import PeerResult
 
 _COLUMN = "STRUCT(name VARCHAR, type VARCHAR, value JSON)[]"
 _COLUMNS = {
@@ -107,18 +108,6 @@ from live
 join latest using (schema, "table", record_pk)
 group by live.schema, live."table", live.record_pk, live.seq
 """
-
-
-@dataclass
-class PeerResult:
-    log_seconds: float
-    state_seconds: float
-    log_rows: int
-    state_rows: int
-
-    @property
-    def seconds(self) -> float:
-        return self.log_seconds + self.state_seconds
 
 
 def run(files: list[str], out: str, threads: int = 2, memory_limit: str = "4GB") -> PeerResult:

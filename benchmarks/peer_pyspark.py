@@ -10,10 +10,10 @@ out. Writes the ordered log and the state as Delta (by path), as wal_lake's two 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
+
+from benchmarks import PeerResult
 
 _COLUMN = "array<struct<name:string,type:string,value:string>>"
 LINE_SCHEMA = (
@@ -95,18 +95,6 @@ def current_state(log: DataFrame) -> DataFrame:
         .agg(folded.alias("record"), F.max("seq").alias("seq"))
         .where(F.col("record").isNotNull())
     )
-
-
-@dataclass
-class PeerResult:
-    log_seconds: float
-    state_seconds: float
-    log_rows: int
-    state_rows: int
-
-    @property
-    def seconds(self) -> float:
-        return self.log_seconds + self.state_seconds
 
 
 def run(spark: SparkSession, files: list[str], out: str) -> PeerResult:

@@ -31,6 +31,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from benchmarks import PeerResult
 from benchmarks import generate as gen
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
@@ -317,17 +318,7 @@ class Bench:
         self.results.stages.append(
             Stage("peer PySpark: state (flatten)", result.state_seconds, history, peak)
         )
-        self.log(
-            f"peer PySpark: log {result.log_seconds:.1f}s, state {result.state_seconds:.1f}s, "
-            f"driver peak {peak:,.0f} MB"
-        )
-        self.check("peer PySpark log rows", result.log_rows == history, f"{result.log_rows:,}")
-        self.check(
-            "peer PySpark state rows == wal_lake consumer_records",
-            result.state_rows == wal_lake_live,
-            f"{result.state_rows:,} vs {wal_lake_live:,}",
-        )
-        shutil.rmtree(out, ignore_errors=True)
+        self._peer_done("PySpark", result, f"driver peak {peak:,.0f} MB", history, wal_lake_live, out)
 
         if self.args.skip_duckdb:
             return
@@ -361,13 +352,16 @@ class Bench:
                 "peer DuckDB: state (flatten)", result.state_seconds, history, peak, note="python process RSS"
             )
         )
-        self.log(
-            f"peer DuckDB: log {result.log_seconds:.1f}s, state {result.state_seconds:.1f}s, "
-            f"process peak {peak:,.0f} MB"
-        )
-        self.check("peer DuckDB log rows", result.log_rows == history, f"{result.log_rows:,}")
+        self._peer_done("DuckDB", result, f"process peak {peak:,.0f} MB", history, wal_lake_live, out)
+
+    def _peer_done(
+        self, name: str, result: PeerResult, peak: str, history: int, wal_lake_live: int, out: Path
+    ) -> None:
+        """Log a peer's figures, check its row counts against wal_lake's, remove its output."""
+        self.log(f"peer {name}: log {result.log_seconds:.1f}s, state {result.state_seconds:.1f}s, {peak}")
+        self.check(f"peer {name} log rows", result.log_rows == history, f"{result.log_rows:,}")
         self.check(
-            "peer DuckDB state rows == wal_lake consumer_records",
+            f"peer {name} state rows == wal_lake consumer_records",
             result.state_rows == wal_lake_live,
             f"{result.state_rows:,} vs {wal_lake_live:,}",
         )
