@@ -17,7 +17,16 @@
 {%- set table_key = ['consumer_name', 'source_id', 'source_schema', 'source_table'] -%}
 {%- set record_key = table_key + ['record_pk'] -%}
 {%- set consumed = consumed_seq(this) if is_incremental() else 0 -%}
-{%- set upto = sequin_seq_upto(ref('sequin_events')) %}
+{%- set upto = sequin_seq_upto(ref('sequin_events')) -%}
+{#-
+    Updates that moved a row to a new key need the old key's record (moved_bases), a self-join of
+    the touches. Most runs have none: `any_moves` is then `false`, and Spark drops those joins from
+    the plan as empty. A few are broadcast, so only the touches of moved-from keys are shuffled; a
+    mass re-key falls back to a shuffle join.
+-#}
+{%- set moves = key_moves(ref('sequin_events'), consumed, upto) -%}
+{%- set any_moves = 'true' if moves else 'false' -%}
+{%- set broadcast_moves = moves <= var('wal_lake_broadcast_key_moves', 200000) | int %}
 
 with
 
@@ -99,14 +108,15 @@ touches as (
         {{ null_record() }} as record
 
     from subscribed
-    where action = 'update' and old_record_pk is not null and old_record_pk != record_pk
+    where {{ any_moves }} and action = 'update' and old_record_pk is not null and old_record_pk != record_pk
 
 ),
 
--- A truncate voids every touch of its table before it.
+-- A truncate voids every touch of its table before it. There is at most one truncates row per
+-- consumer and table: broadcast, so the touches are not shuffled by table.
 live_touches as (
 
-    select touches.*
+    select /*+ broadcast(truncates) */ touches.*
     from touches
     left join truncates
         on
@@ -118,7 +128,7 @@ live_touches as (
 existing as (
 
     {% if is_incremental() -%}
-        select
+        select /*+ broadcast(truncates) */
             existing_records.*,
             truncates.truncated_seq
 
@@ -155,6 +165,34 @@ starting_records as (
 
 ),
 
+moves as (
+
+    select
+        consumer_name,
+        source_id,
+        source_schema,
+        source_table,
+        record_pk,
+        moved_from_pk,
+        seq
+
+    from live_touches
+    where {{ any_moves }} and moved_from_pk is not null and moved_from_pk != record_pk
+
+),
+
+-- The touches of keys an update moved a row away from: the only ones a moved row's base comes from.
+moved_from_touches as (
+
+    select {% if broadcast_moves %}/*+ broadcast(moves) */ {% endif %}live_touches.*
+    from live_touches
+    left semi join moves
+        on
+            {{ columns_equal('live_touches', 'moves', table_key) }}
+            and live_touches.record_pk = moves.moved_from_pk
+
+),
+
 -- The old key's record as of just before an update moved it to a new key: the new key's
 -- starting point for the columns the update left out.
 moved_bases as (
@@ -174,8 +212,8 @@ moved_bases as (
             "first(starting_records.record, true)"
         ) }} as base
 
-    from live_touches as moves
-    left join live_touches as earlier
+    from moves
+    left join moved_from_touches as earlier
         on
             {{ columns_equal('moves', 'earlier', table_key) }}
             and moves.moved_from_pk = earlier.record_pk
@@ -184,7 +222,6 @@ moved_bases as (
         on
             {{ columns_equal('moves', 'starting_records', table_key) }}
             and moves.moved_from_pk = starting_records.record_pk
-    where moves.moved_from_pk is not null and moves.moved_from_pk != moves.record_pk
     group by
         moves.consumer_name,
         moves.source_id,

@@ -280,10 +280,13 @@ def _plan_new_batch(
     states: dict[str, FileState],
     source_format: str,
     max_files: int | None,
+    max_bytes: int | None = None,
 ) -> list[dict]:
     new = [f for f in listed if f.path not in states]
     if max_files:
         new = new[:max_files]
+    if max_bytes:
+        new = _within_bytes(new, max_bytes)
     if not new:
         return []
     sources = {f.source_id for f in new}
@@ -321,6 +324,18 @@ def _plan_new_batch(
     return plan
 
 
+def _within_bytes(files: list[LandingFile], max_bytes: int) -> list[LandingFile]:
+    """The leading files whose sizes add up to at most ``max_bytes``; always at least one, so a file
+    larger than the limit lands in a batch of its own."""
+    taken, total = [], 0
+    for f in files:
+        if taken and total + f.size > max_bytes:
+            break
+        taken.append(f)
+        total += f.size
+    return taken
+
+
 def _check_unchanged(listed: list[LandingFile], states: dict[str, FileState], plan: list[dict]) -> None:
     sizes = {p["landing_file"]: p["file_size"] for p in plan}
     sizes.update({path: s.file_size for path, s in states.items()})
@@ -331,6 +346,11 @@ def _check_unchanged(listed: list[LandingFile], states: dict[str, FileState], pl
                 f"{f.path}; landing files must be immutable (write them elsewhere, then move them in)"
             )
 
+
+# Landing text (new files, as stored) per batch by default. A batch parses, frames and caches all of its
+# lines at once, so its memory grows with it; this keeps a backlog of any size within a 4 GB driver
+# (a 6.5 GB landing zone in one batch ran it out of heap). About 800k wal2json changes per batch.
+DEFAULT_MAX_BATCH_BYTES = 512 * 2**20
 
 # Landing text per shuffle partition of a batch. The session's spark.sql.shuffle.partitions suits the
 # models and small batches; a large batch raises it for its own shuffles, so that no partition of the
@@ -397,8 +417,10 @@ def run(
     schema: str = DEFAULT_SCHEMA,
     max_files_per_batch: int | None = None,
     out: TextIO = sys.stdout,
+    max_bytes_per_batch: int | None = DEFAULT_MAX_BATCH_BYTES,
 ) -> RunSummary:
-    """Land every new file (and re-read pending tails) in batches; return the run's accounting."""
+    """Land every new file (and re-read pending tails) in batches of at most ``max_files_per_batch``
+    new files and ``max_bytes_per_batch`` bytes of them (None: no limit); return the run's accounting."""
     if source_format not in FORMATS:
         raise IngestError(f"unknown format '{source_format}' (expected one of {', '.join(FORMATS)})")
     started = time.monotonic()
@@ -456,7 +478,7 @@ def run(
 
     batch_id = max(highest, planned)
     while True:
-        plan = _plan_new_batch(spark, listed, states, source_format, max_files_per_batch)
+        plan = _plan_new_batch(spark, listed, states, source_format, max_files_per_batch, max_bytes_per_batch)
         if not plan:
             break
         batch_id += 1
@@ -527,9 +549,35 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         if env.get("WAL_LAKE_MAX_FILES_PER_BATCH")
         else None,
         help="land at most N new files per batch "
-        "(env WAL_LAKE_MAX_FILES_PER_BATCH; default: all in one batch)",
+        "(env WAL_LAKE_MAX_FILES_PER_BATCH; default: no limit on the count)",
+    )
+    parser.add_argument(
+        "--max-batch-size",
+        metavar="SIZE",
+        type=_size,
+        default=env.get("WAL_LAKE_MAX_BATCH_SIZE", f"{DEFAULT_MAX_BATCH_BYTES // 2**20}m"),  # parsed by type=
+        help="land at most SIZE of new files per batch, at least one file; a number of bytes with an "
+        "optional k, m or g suffix, 0 for no limit (env WAL_LAKE_MAX_BATCH_SIZE; "
+        f"default {DEFAULT_MAX_BATCH_BYTES // 2**20}m)",
     )
     return parser.parse_args(argv)
+
+
+def _size(text: str) -> int:
+    """'512m' -> bytes; a plain number is bytes; 0 means no limit."""
+    units = {"k": 2**10, "m": 2**20, "g": 2**30}
+    t = text.strip().lower().removesuffix("b")
+    factor = units.get(t[-1:], 1)
+    number = t[:-1] if t[-1:] in units else t
+    try:
+        value = int(number) * factor
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"not a size: {text!r} (e.g. 512m, 2g, 1048576; from --max-batch-size or WAL_LAKE_MAX_BATCH_SIZE)"
+        ) from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must not be negative: {text!r}")
+    return value
 
 
 def _one_line(exc: BaseException) -> str:
@@ -561,6 +609,7 @@ def main(argv: list[str] | None = None) -> int:
             source_format=args.format,
             schema=args.target_schema,
             max_files_per_batch=args.max_files_per_batch,
+            max_bytes_per_batch=args.max_batch_size or None,
         )
     except (LandingError, IngestError) as exc:
         print(f"ingest: error: {exc}", file=sys.stderr)

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from python_jobs.ingest import job
+from python_jobs.ingest.landing import LandingFile
 from python_jobs.ingest.ledger import BATCHES, EVENTS, FILES, FRONTIER, REJECTS, Ledger, totals
 
 FIXTURE = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "wal2json" / "accounts.jsonl"
@@ -276,6 +277,34 @@ def test_a_landing_zone_listed_out_of_order_lands_as_if_listed_in_order(spark, l
     assert any(len(names) > 1 and names != sorted(names) for names in returned), returned
     assert summary.balanced and summary.batches == in_order_summary.batches
     assert _landed(spark, schema) == expected
+
+
+def test_a_backlog_lands_in_batches_of_bounded_size(spark, landing, schema):
+    """A batch takes new files up to the byte limit (at least one, so a file larger than the limit
+    lands alone); the landed rows are those of one unlimited batch."""
+    for name in ("0001", "0002", "0003"):
+        shutil.copy(FIXTURE, landing / "src" / f"{name}.jsonl")
+    size = FIXTURE.stat().st_size
+    files = [LandingFile("src", f"f{i}", s, 0) for i, s in enumerate([size, size, 3 * size, size])]
+    assert [f.path for f in job._within_bytes(files, 2 * size)] == ["f0", "f1"]
+    assert [f.path for f in job._within_bytes(files[2:], size)] == ["f2"]
+    assert [f.path for f in job._within_bytes(files, 10 * size)] == ["f0", "f1", "f2", "f3"]
+    assert job.parse_args(["--landing", "x"]).max_batch_size == job.DEFAULT_MAX_BATCH_BYTES
+    assert job.parse_args(["--landing", "x", "--max-batch-size", "2g"]).max_batch_size == 2 * 2**30
+
+    unlimited = f"{schema}_unlimited"
+    one, _ = ingest(spark, landing, unlimited, max_bytes_per_batch=None)
+    summary, out = ingest(spark, landing, schema, max_bytes_per_batch=2 * size)
+    assert (one.batches, summary.batches) == (1, 2) and "batch 2: 1 files" in out
+    assert summary.balanced and summary.landed == one.landed == 45
+
+    def landed(in_schema):
+        return sorted(
+            (e["landing_file"], e["landing_line"], e["commit_lsn"], e["commit_idx"], e["record_pk"])
+            for e in rows(spark, in_schema, EVENTS)
+        )
+
+    assert landed(schema) == landed(unlimited)
 
 
 def test_a_large_batch_uses_more_shuffle_partitions_for_itself_only(spark, landing, schema, monkeypatch):
