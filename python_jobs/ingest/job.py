@@ -280,7 +280,7 @@ def _plan_new_batch(
     states: dict[str, FileState],
     source_format: str,
     max_files: int | None,
-    max_bytes: int | None = None,
+    max_bytes: int | None,
 ) -> list[dict]:
     new = [f for f in listed if f.path not in states]
     if max_files:

@@ -160,6 +160,14 @@ def _crash_at(monkeypatch, table: str):
     monkeypatch.setattr(Ledger, "append", append)
 
 
+def _positions(spark, schema: str) -> list[tuple]:
+    """The landed events' lines and positions, sorted: what must not depend on how batches are cut."""
+    return sorted(
+        (e["landing_file"], e["landing_line"], e["commit_lsn"], e["commit_idx"], e["record_pk"])
+        for e in rows(spark, schema, EVENTS)
+    )
+
+
 def _landed(spark, schema: str) -> dict[str, list]:
     def key(r: dict) -> tuple:
         return tuple(
@@ -297,14 +305,7 @@ def test_a_backlog_lands_in_batches_of_bounded_size(spark, landing, schema):
     summary, out = ingest(spark, landing, schema, max_bytes_per_batch=2 * size)
     assert (one.batches, summary.batches) == (1, 2) and "batch 2: 1 files" in out
     assert summary.balanced and summary.landed == one.landed == 45
-
-    def landed(in_schema):
-        return sorted(
-            (e["landing_file"], e["landing_line"], e["commit_lsn"], e["commit_idx"], e["record_pk"])
-            for e in rows(spark, in_schema, EVENTS)
-        )
-
-    assert landed(schema) == landed(unlimited)
+    assert _positions(spark, schema) == _positions(spark, unlimited)
 
 
 def test_a_large_batch_uses_more_shuffle_partitions_for_itself_only(spark, landing, schema, monkeypatch):
@@ -318,10 +319,7 @@ def test_a_large_batch_uses_more_shuffle_partitions_for_itself_only(spark, landi
     shutil.copy(FIXTURE, landing / "src" / "0001.jsonl")
     shutil.copy(FIXTURE, landing / "src" / "0002.jsonl")
     ingest(spark, landing, schema)
-    expected = sorted(
-        (e["landing_file"], e["landing_line"], e["commit_lsn"], e["commit_idx"], e["record_pk"])
-        for e in rows(spark, schema, EVENTS)
-    )
+    expected = _positions(spark, schema)
     seen: list[str] = []
     real_load = job.load
 
@@ -334,10 +332,4 @@ def test_a_large_batch_uses_more_shuffle_partitions_for_itself_only(spark, landi
     ingest(spark, landing, schema + "_many")
     assert len(seen) == 1 and int(seen[0]) == max(int(session_value), 17)
     assert spark.conf.get("spark.sql.shuffle.partitions") == session_value
-    assert (
-        sorted(
-            (e["landing_file"], e["landing_line"], e["commit_lsn"], e["commit_idx"], e["record_pk"])
-            for e in rows(spark, schema + "_many", EVENTS)
-        )
-        == expected
-    )
+    assert _positions(spark, schema + "_many") == expected
