@@ -83,6 +83,7 @@ class PostgresServer:
         self.host = "127.0.0.1"
         self._run_as: pwd.struct_passwd | None = None
         self._running = False
+        self._known_settings: set[str] | None = None
 
     @property
     def data_dir(self) -> Path:
@@ -189,13 +190,22 @@ class PostgresServer:
             "timezone": "'UTC'",
             "log_timezone": "'UTC'",
             "shared_buffers": "64MB",
-            # Postgres 15.20 lets only listed libraries be output plugins, superusers included.
-            "output_plugin_libraries": "'pgoutput, test_decoding, wal2json'",
         }
+        # Newer 15.x servers (15.20 on) let only listed libraries be output plugins, superusers
+        # included; older ones refuse to start with that line. Set it only where the server knows it.
+        if "output_plugin_libraries" in self.known_settings():
+            settings["output_plugin_libraries"] = "'pgoutput, test_decoding, wal2json'"
         conf = self.data_dir / "postgresql.auto.conf"
         conf.write_text("".join(f"{key} = {value}\n" for key, value in settings.items()))
         if self._run_as is not None:
             os.chown(conf, self._run_as.pw_uid, self._run_as.pw_gid)
+
+    def known_settings(self) -> set[str]:
+        """The configuration parameters the installed server knows (``postgres --describe-config``)."""
+        if self._known_settings is None:
+            described = self._run("postgres", "--describe-config").stdout
+            self._known_settings = {line.split("\t", 1)[0] for line in described.splitlines() if line}
+        return self._known_settings
 
     def _wait_ready(self, timeout: float = 30) -> None:
         import psycopg

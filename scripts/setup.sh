@@ -52,15 +52,26 @@ for coord in "${JARS[@]}"; do
 done
 step "Delta jars in $CACHE/jars"
 
-# 3. Postgres 15 with wal2json, for the end-to-end tests.
+# 3. Postgres 15 with wal2json, for the end-to-end tests. A machine may come with an older 15.x
+# than Debian's current one: once per machine (a stamp in the cache), refresh the package lists and
+# bring postgresql-15 up to date along with wal2json; the test server asks the installed binaries
+# which settings they know, so an older server that could not be upgraded still works.
 if [ "$want_postgres" = 1 ]; then
-  if [ -f /usr/lib/postgresql/15/lib/wal2json.so ] && [ -x /usr/lib/postgresql/15/bin/initdb ]; then
-    step "postgres 15 and wal2json present"
+  SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
+  pg_stamp="$CACHE/postgres-checked"
+  installed() { dpkg-query -W -f='${Version}' "$1" 2>/dev/null || true; }
+  if [ -f /usr/lib/postgresql/15/lib/wal2json.so ] && [ -x /usr/lib/postgresql/15/bin/initdb ] \
+     && [ -f "$pg_stamp" ] && [ "$(cat "$pg_stamp")" = "$(installed postgresql-15)" ]; then
+    step "postgres $(installed postgresql-15) and wal2json present (checked against Debian's current 15.x)"
   else
-    step "installing postgresql-15 and postgresql-15-wal2json from Debian's packages"
-    SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
+    step "refreshing Debian's package lists"
     $SUDO apt-get update -qq
+    before=$(installed postgresql-15)
+    candidate=$(apt-cache policy postgresql-15 | awk '/Candidate:/ {print $2}')
+    step "installing postgresql-15 ${candidate:-?} (installed: ${before:-none}) and postgresql-15-wal2json"
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq postgresql-15 postgresql-15-wal2json >/dev/null
+    installed postgresql-15 > "$pg_stamp"
+    step "postgres $(installed postgresql-15) and wal2json $(installed postgresql-15-wal2json) installed"
   fi
 fi
 
