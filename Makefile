@@ -18,8 +18,8 @@ demo: setup
 ## lint: sqlfluff (sparksql, jinja templater: no Spark needed) and ruff
 lint: setup
 	@$(VENV)/bin/sqlfluff lint $(wildcard models tests snapshots analyses) --processes 2
-	@$(VENV)/bin/ruff check $(wildcard python_jobs tests scripts benchmarks)
-	@$(VENV)/bin/ruff format --check $(wildcard python_jobs tests scripts benchmarks)
+	@$(VENV)/bin/ruff check $(wildcard python_jobs testkit tests scripts benchmarks)
+	@$(VENV)/bin/ruff format --check $(wildcard python_jobs testkit tests scripts benchmarks)
 
 ## test: lint, then the whole test suite (Spark, dbt, a real Postgres started by the tests)
 test: setup-test lint

@@ -84,9 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     reg.add_argument("--warehouse", type=Path, required=True, help="the cluster's spark.sql.warehouse.dir")
     reg.add_argument("--schema", default=os.environ.get("WAL_LAKE_RAW_SCHEMA", "wal_lake_raw"))
     ver = sub.add_parser("verify", help="consumer_records on the cluster against a sample's expected state")
-    ver.add_argument(
-        "--landing", type=Path, required=True, help="a landing zone made by python_jobs.sample_data"
-    )
+    ver.add_argument("--landing", type=Path, required=True, help="a landing zone made by testkit.sample_data")
     ver.add_argument("--schema", default=os.environ.get("WAL_LAKE_SCHEMA", "wal_lake"))
     q = sub.add_parser("query", help="run one SQL statement through the Thrift Server, print the rows")
     q.add_argument("sql")

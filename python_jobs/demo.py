@@ -92,7 +92,7 @@ def verify(spark, landing: Path, schema: str) -> list[str]:
 def verify_states(landing: Path, state_of) -> list[str]:
     """``state_of(source_id)`` (consumer_records as {"schema.table": [row dicts]}) against the sample's
     expected state, per source; prints a line per source and returns the differences."""
-    from python_jobs import oracle, sample_data
+    from testkit import oracle, sample_data
 
     manifest = json.loads((landing / "manifest.json").read_text())
     types = {f"{sample_data.SCHEMA}.{t}": dict(cols) for t, (cols, _) in sample_data.TABLES.items()}
@@ -112,8 +112,8 @@ def verify_states(landing: Path, state_of) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from python_jobs import sample_data
     from python_jobs.ingest import job as ingest
+    from testkit import sample_data
 
     args = parse_args(argv)
     started = time.monotonic()

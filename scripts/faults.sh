@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Many more kill points than CI runs: scripts/faults.sh [--seeds 1-5] [--kills 12] [--transactions 200]
 # Each seed: an undisturbed reference and a faulted run (SIGKILLs at random points, two runs at once,
-# every file replayed) over the same sample landing zone; see python_jobs/faults.py.
+# every file replayed) over the same sample landing zone; see testkit/faults.py.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seeds=1-3 kills=12 transactions=200 batch=3
@@ -20,7 +20,7 @@ mkdir -p "$work"
 failed=0 total_kills=0 runs=0
 for seed in $(seq "${seeds%-*}" "${seeds#*-}"); do
   log="$work/seed_$seed.log"
-  if .venv/bin/python -m python_jobs.faults inject --workdir "$work/seed_$seed" --kills "$kills" \
+  if .venv/bin/python -m testkit.faults inject --workdir "$work/seed_$seed" --kills "$kills" \
       --seed "$seed" --transactions "$transactions" --max-files-per-batch "$batch" | tee "$log"; then
     :
   else

@@ -57,11 +57,11 @@ def dbt(spark):
 
 @pytest.fixture(scope="session")
 def postgres():
-    """One throwaway Postgres 15 with wal2json for the whole test session (python_jobs/pg_server.py).
+    """One throwaway Postgres 15 with wal2json for the whole test session (testkit/pg_server.py).
 
     Skips only when the server binaries or wal2json are missing; CI installs them first
     (scripts/setup.sh --postgres), so there it always runs."""
-    from python_jobs.pg_server import PostgresServer, missing_requirements
+    from testkit.pg_server import PostgresServer, missing_requirements
 
     problem = missing_requirements()
     if problem:

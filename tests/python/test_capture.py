@@ -20,8 +20,9 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from python_jobs import capture, oracle, workload
-from python_jobs.pg_server import PostgresServer, missing_requirements
+from python_jobs import capture
+from testkit import oracle, workload
+from testkit.pg_server import PostgresServer, missing_requirements
 
 PROJECT_DIR = Path(__file__).resolve().parents[2]
 FIXTURES = Path(

@@ -1,6 +1,6 @@
 """Fault injection in CI: the pipeline (ingestion job + dbt run, one process) killed with SIGKILL at
 random points, two pipelines started at once, every file replayed; after each the warehouse equals
-an undisturbed run's, row for row (python_jobs/faults.py). A reduced number of kills runs here;
+an undisturbed run's, row for row (testkit/faults.py). A reduced number of kills runs here;
 ``scripts/faults.sh`` runs many more.
 
 Every pipeline runs in its own process with its own warehouse, so this test does not use the
@@ -11,7 +11,7 @@ from __future__ import annotations
 import io
 import os
 
-from python_jobs import faults
+from testkit import faults
 
 KILLS = int(os.environ.get("WAL_LAKE_FAULT_KILLS", "2"))
 SEED = int(os.environ.get("WAL_LAKE_FAULT_SEED", "11"))

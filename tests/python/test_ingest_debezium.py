@@ -15,9 +15,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from python_jobs import sample_data
 from python_jobs.ingest import debezium
 from python_jobs.ingest.changeset import EVENTS_SCHEMA, LINES_SCHEMA, PENDING_SCHEMA, REJECTS_SCHEMA
+from testkit import sample_data
 
 SOURCE = "shop_debezium"
 TS_MS = 1_795_132_800_123  # 2026-11-20 21:20:00.123 UTC

@@ -1,7 +1,7 @@
 """The oracle, end to end: a real Postgres, live capture, ingestion, dbt; models equal Postgres.
 
 Twenty seeded random workloads, each in its own database and slot (its own source_id), run on one
-throwaway server (python_jobs/soak.py: concurrent sessions, an initial snapshot taken while they
+throwaway server (testkit/soak.py: concurrent sessions, an initial snapshot taken while they
 write, a capture killed with SIGKILL, a capture that dies before advancing its slot so its files
 are replayed). Some files are also copied under a second name. The landing zone is ingested and
 built in two rounds (ten seeds, then ten more and a rerun over everything), incrementally. Then for
@@ -18,9 +18,10 @@ import shutil
 import psycopg
 import pytest
 
-from python_jobs import capture, oracle, soak
+from python_jobs import capture
 from python_jobs.demo import consumer_state
 from python_jobs.ingest import job as ingest
+from testkit import oracle, soak
 
 SEEDS = range(1, 21)
 RAW = "wal_lake_raw"

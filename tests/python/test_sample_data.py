@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from python_jobs import sample_data
+from testkit import sample_data
 
 SOURCE_W2J = "shop_wal2json"
 SOURCE_DBZ = "shop_debezium"

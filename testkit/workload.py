@@ -1,6 +1,6 @@
 """A seeded random workload against a live Postgres, for capture tests and the soak script.
 
-    python -m python_jobs.workload --dsn "dbname=soak_1" --seed 1 --transactions 300 --sessions 4
+    python -m testkit.workload --dsn "dbname=soak_1" --seed 1 --transactions 300 --sessions 4
 
 It creates (or recreates) four tables in ``--schema`` with different key shapes and replica
 identities, then runs transactions from several concurrent sessions (one thread and connection
@@ -397,7 +397,7 @@ def run_workload(
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m python_jobs.workload",
+        prog="python -m testkit.workload",
         description="Run a seeded random workload (inserts, updates, deletes, key changes, truncates, "
         "TOASTed values) against a live Postgres from several concurrent sessions.",
     )

@@ -173,7 +173,7 @@ class Warehouse:
 
     def start(self, dump: Path | None = None, verify: bool = False) -> subprocess.Popen:
         self.runs += 1
-        cmd = [sys.executable, "-m", "python_jobs.faults", "step", "--landing", str(self.landing)]
+        cmd = [sys.executable, "-m", "testkit.faults", "step", "--landing", str(self.landing)]
         cmd += ["--max-files-per-batch", str(self.max_files_per_batch)]
         if dump is not None:
             cmd += ["--dump", str(dump)]
@@ -318,7 +318,7 @@ def inject(
     max_files_per_batch: int = 3,
     out=sys.stdout,
 ) -> Report:
-    from python_jobs import sample_data
+    from testkit import sample_data
 
     def say(text: str) -> None:
         print(text, file=out, flush=True)
@@ -467,7 +467,7 @@ def check_replay(expected: dict[str, list[str]], found: dict[str, list[str]], re
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m python_jobs.faults", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m testkit.faults", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     st = sub.add_parser("step", help="one pipeline run: land, run the models (the process that is killed)")
     st.add_argument("--landing", type=Path, required=True)

@@ -1,6 +1,6 @@
 """Seeded sample landing zone: the same shop workload as wal2json and as Debezium change events.
 
-    python -m python_jobs.sample_data --out landing --seed 7 --transactions 80 --format both
+    python -m testkit.sample_data --out landing --seed 7 --transactions 80 --format both
 
 One seeded workload (``Workload``) drives an in-memory model of three tables and yields abstract
 transactions; one writer per format renders them as JSON Lines exactly as the real tools do
@@ -924,9 +924,7 @@ def _state_before(model: Model, txn: Transaction, as_model: bool = False):
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m python_jobs.sample_data", description=__doc__.split("\n")[0]
-    )
+    parser = argparse.ArgumentParser(prog="python -m testkit.sample_data", description=__doc__.split("\n")[0])
     parser.add_argument("--out", type=Path, required=True, help="landing zone root (one folder per source)")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--transactions", type=int, default=80, help="transactions to generate (>= 20)")

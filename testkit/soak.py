@@ -1,6 +1,6 @@
 """Soak test: many seeds of random workload, captured live, checked against the Python oracle.
 
-    python -m python_jobs.soak --seeds 1-20 --transactions 400
+    python -m testkit.soak --seeds 1-20 --transactions 400
     scripts/soak.sh --seeds 7 --keep --landing /tmp/soak_landing
 
 For each seed, in its own database (so its slot is its own source_id): create the workload's tables
@@ -13,7 +13,7 @@ seed-chosen moment, then drain the slot with a fresh capture. Two checks per see
 2. ``oracle.replay_wal2json`` over the landed files equals ``oracle.postgres_state`` of the tables.
 
 Mismatches are printed per seed; the exit status is 1 if any seed had one. Without ``--dsn`` a
-throwaway server is started (python_jobs/pg_server.py). The landing zone is kept with ``--keep``,
+throwaway server is started (testkit/pg_server.py). The landing zone is kept with ``--keep``,
 for the ingestion job and dbt to be run over it.
 """
 
@@ -36,8 +36,9 @@ from pathlib import Path
 import psycopg
 from psycopg import sql
 
-from python_jobs import capture, oracle, workload
-from python_jobs.pg_server import PostgresServer
+from python_jobs import capture
+from testkit import oracle, workload
+from testkit.pg_server import PostgresServer
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 
@@ -226,7 +227,7 @@ def transactions_of(lines) -> dict[int, tuple[str, ...]]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m python_jobs.soak",
+        prog="python -m testkit.soak",
         description="Run seeded random workloads through live capture and compare the Python oracle's replay "
         "of the landed WAL with the tables in Postgres.",
     )
