@@ -4,7 +4,7 @@
 
 One seeded workload (``Workload``) drives an in-memory model of three tables and yields abstract
 transactions; one writer per format renders them as JSON Lines exactly as the real tools do
-(wal2json ``format-version=2`` as in ``/work/shared/fixtures``; Debezium 2.x Postgres events with the
+(wal2json ``format-version=2`` as in ``tests/fixtures``; Debezium 2.x Postgres events with the
 Kafka key beside the value). Lines are built with plain string formatting and streamed to files
 rotated every ``--lines-per-file`` lines, named ``%016X.jsonl`` after the first LSN they hold, so
 names sort in WAL order.

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -25,9 +24,7 @@ from testkit import oracle, workload
 from testkit.pg_server import PostgresServer, missing_requirements
 
 PROJECT_DIR = Path(__file__).resolve().parents[2]
-FIXTURES = Path(
-    os.environ.get("WAL_LAKE_FIXTURES", Path(__file__).resolve().parents[3] / "shared" / "fixtures")
-)
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 _counter = itertools.count()
 
 

@@ -15,7 +15,7 @@ from python_jobs.ingest import job
 from python_jobs.ingest.landing import LandingFile
 from python_jobs.ingest.ledger import BATCHES, EVENTS, FILES, FRONTIER, REJECTS, Ledger, totals
 
-FIXTURE = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "wal2json" / "accounts.jsonl"
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "wal2json" / "accounts.jsonl"
 FIXTURE_LINES = FIXTURE.read_text().splitlines(keepends=True)
 LAST_COMMIT = 0x15315D8
 _schemas = itertools.count()

@@ -14,7 +14,7 @@ import pytest
 from python_jobs.ingest import wal2json
 from python_jobs.ingest.changeset import EVENTS_SCHEMA, LINES_SCHEMA, REJECTS_SCHEMA
 
-FIXTURE = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "wal2json" / "accounts.jsonl"
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "wal2json" / "accounts.jsonl"
 TS = "2026-11-21 23:24:38.526689+00"
 
 
