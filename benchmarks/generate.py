@@ -30,6 +30,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from python_jobs.lsn import format_lsn
+
 SCHEMA = "public"
 SOURCE_ID = "bench_wal2json"
 INCREMENT_DIR = "_increment"
@@ -97,10 +99,6 @@ class Zone:
         """The history's files and their copies, without the increment (released or not)."""
         increment = {Path(p).name for p in self.increment_files}
         return [f for f in self.landed_files() if Path(f).name not in increment]
-
-
-def _lsn(value: int) -> str:
-    return f"{value >> 32:X}/{value & 0xFFFFFFFF:X}"
 
 
 _SECONDS: dict[int, str] = {}
@@ -192,7 +190,7 @@ def generate(out: Path, knobs: Knobs, progress: bool = True) -> Zone:
             t = randrange(knobs.tables)
             k = randrange(keys_per_table)
             table = tables[t]
-            common = f'{{"action":"%s",{head},"lsn":"{_lsn(lsn)}","schema":"{SCHEMA}","table":"{table}"'
+            common = f'{{"action":"%s",{head},"lsn":"{format_lsn(lsn)}","schema":"{SCHEMA}","table":"{table}"'
             ident = f'"identity":[{{"name":"id","type":"bigint","value":{k}}}]'
             if not live[t][k]:
                 action = "I"
@@ -229,7 +227,7 @@ def generate(out: Path, knobs: Knobs, progress: bool = True) -> Zone:
             else:
                 body.append(common % action + f",{columns},{ident},{_PK}}}")
         lsn += 48
-        boundary = f'{head},"lsn":"{_lsn(lsn)}","nextlsn":"{_lsn(lsn + 48)}"}}'
+        boundary = f'{head},"lsn":"{format_lsn(lsn)}","nextlsn":"{format_lsn(lsn + 48)}"}}'
         writer.transaction(first, ['{"action":"B",' + boundary, *body, '{"action":"C",' + boundary])
         if done >= history:
             zone.increment_changes += n

@@ -36,6 +36,8 @@ import psycopg
 from psycopg import errors, sql
 from psycopg.types.string import TextLoader
 
+from python_jobs.lsn import format_lsn, lsn_hex16, parse_lsn
+
 PLUGIN = "wal2json"
 WAL2JSON_OPTIONS = (
     "format-version",
@@ -76,19 +78,6 @@ SLOT_ATTEMPTS = 3
 
 class CaptureError(RuntimeError):
     """A failure worth one line to the user (connection, plugin, slot state)."""
-
-
-def parse_lsn(text: str) -> int:
-    high, low = text.split("/")
-    return (int(high, 16) << 32) | int(low, 16)
-
-
-def format_lsn(value: int) -> str:
-    return f"{value >> 32:X}/{value & 0xFFFFFFFF:X}"
-
-
-def lsn_hex16(value: int) -> str:
-    return f"{value:016X}"
 
 
 # --- landing files -------------------------------------------------------------------------------

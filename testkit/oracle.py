@@ -44,6 +44,8 @@ from decimal import Decimal, InvalidOperation
 
 from psycopg import sql
 
+from python_jobs.lsn import parse_lsn
+
 INTEGER_TYPES = frozenset({"smallint", "integer", "bigint", "oid"})
 FLOAT_TYPES = frozenset({"real", "double precision"})
 _TYPMOD = re.compile(r"\([^)]*\)")
@@ -361,16 +363,11 @@ def _transactions(lines: Iterable[str]):
             current, snapshot = [], bool(record.get("snapshot"))
         elif action == "C":
             if current is not None:
-                yield _lsn(record["lsn"]), snapshot, current
+                yield parse_lsn(record["lsn"]), snapshot, current
             current = None
         elif current is not None:
             current.append(record)
         # A non-transactional message changes no table: nothing to replay.
-
-
-def _lsn(text: str) -> int:
-    high, low = text.split("/")
-    return (int(high, 16) << 32) | int(low, 16)
 
 
 def replay_wal2json(lines: Iterable[str]) -> State:

@@ -44,6 +44,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from python_jobs.lsn import format_lsn
+
 WAL2JSON = "wal2json"
 DEBEZIUM = "debezium"
 EXPECTED_STATE = "_expected.json"
@@ -108,10 +110,6 @@ STATUSES = ["new", "paid", "packed", "shipped", "delivered", "cancelled"]
 # --------------------------------------------------------------------------------------------
 # Value rendering
 # --------------------------------------------------------------------------------------------
-
-
-def format_lsn(lsn: int) -> str:
-    return f"{lsn >> 32:X}/{lsn & 0xFFFFFFFF:X}"
 
 
 def _fraction(micros: int) -> str:
