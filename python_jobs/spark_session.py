@@ -112,6 +112,7 @@ def open_metastore(session, conf: dict[str, str]) -> None:
         session.stop()
         raise SparkSetupError(
             f"cannot open the Hive metastore ({url}): another Spark process (a dbt run, an ingestion "
-            "job) probably holds it; the local target admits one Spark process at a time (README, "
-            "'One Spark process at a time'): wait for it, or use another WAL_LAKE_SPARK_DIR"
+            "job) probably holds it; the local target admits one Spark process at a time "
+            "(docs/operations.md, 'One Spark process at a time'): wait for it, or use another "
+            "WAL_LAKE_SPARK_DIR"
         ) from exc
