@@ -37,6 +37,7 @@ import psycopg
 from psycopg import sql
 
 from python_jobs import capture
+from python_jobs.lsn import parse_lsn
 from testkit import oracle, workload
 from testkit.pg_server import PostgresServer
 
@@ -120,8 +121,9 @@ def run_seed(admin_dsn: str, seed: int, args: argparse.Namespace, landing: Path)
     # Phase 3: a capture that dies after its files are durable but before the slot advances
     # (every file it wrote is replayed by the next one), then drain what is left.
     if rng.random() < 0.7:
-        with _slot_never_advances():
-            if run_capture([*base, "--once", "--max-changes-per-file", str(rng.choice([30, 300]))]) != 0:
+        with _slot_never_advances() as stop:
+            cut = str(rng.choice([30, 300]))
+            if run_capture([*base, "--once", "--max-changes-per-file", cut], stop) != 0:
                 return [f"seed {seed}: capture without advancing failed"], ""
     if run_capture([*base, "--once", "--max-changes-per-file", str(rng.choice([50, 500]))]) != 0:
         return [f"seed {seed}: final capture failed"], ""
@@ -188,26 +190,27 @@ def wait_until_released(dsn: str, slot: str, timeout: float = 30.0) -> None:
             time.sleep(0.1)
 
 
-def run_capture(argv: list[str]) -> int:
+def run_capture(argv: list[str], stop: threading.Event | None = None) -> int:
     """The capture job in this process, its summary line silenced (errors still go to stderr)."""
     with redirect_stdout(io.StringIO()):
-        return capture.main(argv)
+        return capture.main(argv, stop=stop)
 
 
 @contextmanager
 def _slot_never_advances():
-    """The capture "crashes" right after its first durable file: the slot is not advanced."""
-    original = capture.advance
+    """The capture "crashes" right after its first durable file: the slot is not advanced. Yields
+    the stop event to pass to that capture."""
+    stop = threading.Event()
+    original = capture.stream.advance
 
     def crash_instead(conn, slot, lsn):
-        capture.Stop.requested = True
+        stop.set()
 
-    capture.advance = crash_instead
+    capture.stream.advance = crash_instead
     try:
-        yield
+        yield stop
     finally:
-        capture.advance = original
-        capture.Stop.requested = False
+        capture.stream.advance = original
 
 
 def transactions_of(lines) -> dict[int, tuple[str, ...]]:
@@ -218,7 +221,7 @@ def transactions_of(lines) -> dict[int, tuple[str, ...]]:
         record = json.loads(line)
         current.append(line)
         if record["action"] == "C":
-            lsn = capture.parse_lsn(record["lsn"])
+            lsn = parse_lsn(record["lsn"])
             if result.setdefault(lsn, tuple(current)) != tuple(current):
                 result[lsn] = ("<conflicting copies>",)
             current = []

@@ -20,6 +20,7 @@ import psycopg
 import pytest
 
 from python_jobs import capture
+from python_jobs.lsn import parse_lsn
 from testkit import oracle, workload
 from testkit.pg_server import PostgresServer, missing_requirements
 
@@ -61,9 +62,12 @@ def create_reference_slot(dsn: str) -> None:
         )
 
 
-def run_capture(dsn: str, landing: Path, *extra: str, kind: str = "capture") -> int:
+def run_capture(
+    dsn: str, landing: Path, *extra: str, kind: str = "capture", stop: threading.Event | None = None
+) -> int:
     slot = slot_name(dsn, kind)
-    return capture.main(["--dsn", dsn, "--slot", slot, "--landing", str(landing), "--quiet", *extra])
+    argv = ["--dsn", dsn, "--slot", slot, "--landing", str(landing), "--quiet", *extra]
+    return capture.main(argv, stop=stop)
 
 
 def landed_files(landing: Path, source_id: str) -> list[Path]:
@@ -202,9 +206,7 @@ def test_landed_lines_equal_what_the_slot_decodes(postgres, tmp_path):
     for path in files:
         records = [json.loads(line) for line in path.read_text().splitlines()]
         commits = [
-            capture.parse_lsn(r["lsn"])
-            for r in records
-            if r["action"] == "C" or r.get("transactional") is False
+            parse_lsn(r["lsn"]) for r in records if r["action"] == "C" or r.get("transactional") is False
         ]
         assert path.name == capture.landing_file_name(commits[0], commits[-1])
         assert commits[0] > last
@@ -253,20 +255,20 @@ def test_crash_replays_and_never_loses(postgres, tmp_path, monkeypatch):
 
     # 2. More changes, and a capture that dies after making its files durable but before advancing.
     workload.run_workload(dsn, seed=13, transactions=60, sessions=2, create=False)
+    stop = threading.Event()
     with monkeypatch.context() as patch:
-        patch.setattr(capture, "advance", lambda conn, slot, lsn: None)
-        patch.setattr(capture.Stop, "requested", False)
+        patch.setattr(capture.stream, "advance", lambda conn, slot, lsn: None)
         original = capture.complete_prefix
         calls = []
 
         def one_batch_then_stop(rows):
             calls.append(1)
             if len(calls) > 1:
-                capture.Stop.requested = True  # "crash" after the first durable file
+                stop.set()  # "crash" after the first durable file
             return original(rows)
 
-        patch.setattr(capture, "complete_prefix", one_batch_then_stop)
-        assert run_capture(dsn, tmp_path, "--once", "--max-changes-per-file", "30") == 0
+        patch.setattr(capture.stream, "complete_prefix", one_batch_then_stop)
+        assert run_capture(dsn, tmp_path, "--once", "--max-changes-per-file", "30", stop=stop) == 0
 
     # 3. The restart lands everything; the slot replayed, nothing was lost.
     assert run_capture(dsn, tmp_path, "--once", "--max-changes-per-file", "30") == 0
@@ -331,9 +333,9 @@ def test_snapshot_lands_table_contents_then_streams(postgres, tmp_path):
     assert run_capture(dsn, tmp_path, "--once", "--snapshot") == 0  # rerun: snapshot kept, streams on
     files = landed_files(tmp_path, source)
     assert files[0] == snapshot_file and len(files) > 1
-    consistent_point = capture.parse_lsn(records[0]["lsn"])
+    consistent_point = parse_lsn(records[0]["lsn"])
     first_streamed = json.loads(files[1].read_text().splitlines()[0])
-    assert capture.parse_lsn(first_streamed["lsn"]) > consistent_point
+    assert parse_lsn(first_streamed["lsn"]) > consistent_point
     assert_replay_matches(dsn, landed_lines(files))
 
 

@@ -18,9 +18,9 @@ import shutil
 import psycopg
 import pytest
 
-from python_jobs import capture
 from python_jobs.demo import consumer_state
 from python_jobs.ingest import job as ingest
+from python_jobs.lsn import parse_lsn
 from testkit import oracle, soak
 
 SEEDS = range(1, 21)
@@ -110,4 +110,4 @@ def test_decoded_positions_counts_every_change_once():
         '{"action":"C","xid":1,"lsn":"0/10"}',
     ]
     assert decoded_positions(tx + tx) == [(16, 0, "insert"), (16, 1, "update")]
-    assert capture.parse_lsn("0/10") == 16
+    assert parse_lsn("0/10") == 16

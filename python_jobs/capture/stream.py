@@ -1,0 +1,79 @@
+"""Streaming: land the slot's complete transactions file by file, advancing the slot after each.
+
+The order is the whole rule: a file is durable before the slot moves past what it holds, so a crash
+at any point replays transactions into a later file and never loses one.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import psycopg
+
+from python_jobs.capture.batch import complete_prefix
+from python_jobs.capture.files import landing_file_name, write_durably
+from python_jobs.capture.slot import advance, peek
+from python_jobs.lsn import format_lsn
+
+
+@dataclass
+class Totals:
+    files: int = 0
+    transactions: int = 0
+    changes: int = 0
+    snapshot_rows: int = 0
+
+
+def drain(
+    conn: psycopg.Connection,
+    slot: str,
+    landing_dir: Path,
+    max_changes: int,
+    totals: Totals,
+    log,
+    stop: threading.Event,
+    upto_lsn: int | None = None,
+) -> bool:
+    """Land every complete transaction available now (up to ``upto_lsn``); True if any was landed.
+
+    ``stop`` is checked between files: once set, the file being written is finished and no other
+    is started.
+    """
+    landed_any = False
+    while not stop.is_set():
+        batch = complete_prefix(peek(conn, slot, upto_lsn, max_changes))
+        if batch.advance_to is None:
+            return landed_any
+        name = landing_file_name(batch.first_commit_lsn, batch.last_commit_lsn)
+        path = write_durably(landing_dir, name, batch.lines)
+        advance(conn, slot, batch.advance_to)
+        totals.files += 1
+        totals.transactions += batch.transactions
+        totals.changes += batch.changes
+        landed_any = True
+        log(
+            f"landed {path.name}: {batch.transactions} transactions, {batch.changes} changes; "
+            f"slot at {format_lsn(batch.advance_to)}"
+        )
+    return landed_any
+
+
+def follow(
+    conn: psycopg.Connection,
+    slot: str,
+    landing_dir: Path,
+    max_changes: int,
+    totals: Totals,
+    log,
+    stop: threading.Event,
+    poll_interval: float,
+) -> None:
+    """Keep draining until ``stop`` is set, waiting ``poll_interval`` seconds whenever the slot is empty."""
+    while not stop.is_set():
+        if not drain(conn, slot, landing_dir, max_changes, totals, log, stop):
+            # Not stop.wait(): the SIGTERM handler runs on this same thread, and wait() holds the
+            # lock that set() takes at moments a signal can arrive.
+            time.sleep(poll_interval)
