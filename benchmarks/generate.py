@@ -1,6 +1,6 @@
 """Seeded, scalable wal2json ``format-version=2`` landing zone for the benchmarks.
 
-``testkit.sample_data`` models a small shop with every anomaly once; this writes millions of
+``testkit.sample`` models a small shop with every anomaly once; this writes millions of
 changes fast, in the same line format (``B``/``I``/``U``/``D``/``C`` records with ``xid``, ``lsn``,
 ``nextlsn`` on ``B``/``C``, ``timestamp``, ``schema``, ``table``, ``columns``, ``identity``, ``pk``).
 

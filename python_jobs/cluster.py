@@ -11,7 +11,6 @@ resolve. Against a cluster whose Spark applications share one Hive metastore it 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from pathlib import Path
@@ -55,26 +54,12 @@ def register(warehouse: Path, schema: str, connection=None) -> list[str]:
     return registered
 
 
-def consumer_state(source_id: str, schema: str, consumer: str = "all_tables", connection=None) -> dict:
-    """consumer_records of one source and consumer read through the Thrift Server, as
-    {"schema.table": [row dicts]} (the shape python_jobs.demo.verify_states compares)."""
-    rows = query(
-        f"SELECT source_schema, source_table, to_json(record) FROM `{schema}`.consumer_records "
-        f"WHERE source_id = '{source_id}' AND consumer_name = '{consumer}'",
-        connection,
-    )
-    state: dict[str, list[dict]] = {}
-    for source_schema, source_table, record in rows:
-        state.setdefault(f"{source_schema}.{source_table}", []).append(json.loads(record))
-    return state
-
-
 def verify(landing: Path, schema: str) -> list[str]:
     """The sample landing zone's expected state against consumer_records on the cluster."""
-    from python_jobs.demo import verify_states
+    from python_jobs import demo
 
     conn = connect()
-    return verify_states(landing, lambda source_id: consumer_state(source_id, schema, connection=conn))
+    return demo.verify(lambda sql: query(sql, conn), landing, schema)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -84,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     reg.add_argument("--warehouse", type=Path, required=True, help="the cluster's spark.sql.warehouse.dir")
     reg.add_argument("--schema", default=os.environ.get("WAL_LAKE_RAW_SCHEMA", "wal_lake_raw"))
     ver = sub.add_parser("verify", help="consumer_records on the cluster against a sample's expected state")
-    ver.add_argument("--landing", type=Path, required=True, help="a landing zone made by testkit.sample_data")
+    ver.add_argument("--landing", type=Path, required=True, help="a sample landing zone")
     ver.add_argument("--schema", default=os.environ.get("WAL_LAKE_SCHEMA", "wal_lake"))
     q = sub.add_parser("query", help="run one SQL statement through the Thrift Server, print the rows")
     q.add_argument("sql")

@@ -12,12 +12,20 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
+from typing import NamedTuple
 
 from python_jobs.spark_session import PROJECT_DIR, SparkSetupError, get_spark
 
+# The product's one import of the harness: the demo generates the sample and checks the models
+# against the state the sample expects.
+from testkit import sample
+
 RAW_TABLES = ("wal_events", "wal_rejects", "wal_frontier")
-MODEL_TABLES = ("sequin_events", "consumer_records", "record_history", "sequin_violations")
+MODEL_TABLES = ("sequin_events", "consumer_records", "record_history")
+AUDIT_TABLES = ("sequin_violations",)  # built in <schema>_audit (models/audit)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -51,7 +59,8 @@ def dbt_build(spark, schema: str) -> bool:
 
 def report(spark, raw_schema: str, schema: str) -> None:
     print("\nwhat was built:")
-    for name in [f"{raw_schema}.{t}" for t in RAW_TABLES] + [f"{schema}.{t}" for t in MODEL_TABLES]:
+    models = [f"{schema}.{t}" for t in MODEL_TABLES] + [f"{schema}_audit.{t}" for t in AUDIT_TABLES]
+    for name in [f"{raw_schema}.{t}" for t in RAW_TABLES] + models:
         if spark.catalog.tableExists(name):
             print(f"  {name:<36} {spark.table(name).count():>8,} rows")
         else:
@@ -68,41 +77,51 @@ def report(spark, raw_schema: str, schema: str) -> None:
         )
 
 
-def consumer_state(spark, schema: str, source_id: str, consumer: str = "all_tables") -> dict[str, list[dict]]:
+Query = Callable[[str], list[tuple]]  # runs one SQL statement, returns its rows
+
+
+def spark_query(spark) -> Query:
+    return lambda sql: [tuple(row) for row in spark.sql(sql).collect()]
+
+
+class ConsumerRecord(NamedTuple):
+    source_schema: str
+    source_table: str
+    record_pk: str
+    record: dict[str, str | None]
+
+
+def consumer_records(
+    query: Query, schema: str, consumer: str = "all_tables", source_id: str | None = None
+) -> list[ConsumerRecord]:
+    """One consumer's consumer_records (of one source, or all), the record as column -> text.
+
+    ``to_json`` carries the record map the same way through Spark and through the Thrift Server."""
+    where = f"consumer_name = '{consumer}'" + (f" and source_id = '{source_id}'" if source_id else "")
+    rows = query(
+        "select source_schema, source_table, record_pk, to_json(record) "
+        f"from `{schema}`.consumer_records where {where}"
+    )
+    return [ConsumerRecord(s, t, pk, json.loads(record)) for s, t, pk, record in rows]
+
+
+def consumer_state(
+    query: Query, schema: str, source_id: str, consumer: str = "all_tables"
+) -> dict[str, list[dict]]:
     """consumer_records of one source and consumer as {"schema.table": [row dicts]} (values as text)."""
     state: dict[str, list[dict]] = {}
-    from pyspark.sql import functions as F
-
-    rows = (
-        spark.table(f"{schema}.consumer_records")
-        .where((F.col("source_id") == source_id) & (F.col("consumer_name") == consumer))
-        .select("source_schema", "source_table", "record")
-        .collect()
-    )
-    for row in rows:
-        state.setdefault(f"{row.source_schema}.{row.source_table}", []).append(dict(row.record))
+    for r in consumer_records(query, schema, consumer, source_id):
+        state.setdefault(f"{r.source_schema}.{r.source_table}", []).append(r.record)
     return state
 
 
-def verify(spark, landing: Path, schema: str) -> list[str]:
-    """Compares consumer_records of every sample source with the generator's expected table state."""
-    return verify_states(landing, lambda source_id: consumer_state(spark, schema, source_id))
-
-
-def verify_states(landing: Path, state_of) -> list[str]:
-    """``state_of(source_id)`` (consumer_records as {"schema.table": [row dicts]}) against the sample's
-    expected state, per source; prints a line per source and returns the differences."""
-    from testkit import oracle, sample_data
-
-    manifest = json.loads((landing / "manifest.json").read_text())
-    types = {f"{sample_data.SCHEMA}.{t}": dict(cols) for t, (cols, _) in sample_data.TABLES.items()}
-    keys = {f"{sample_data.SCHEMA}.{t}": key for t, (_, key) in sample_data.TABLES.items()}
+def verify(query: Query, landing: Path, schema: str) -> list[str]:
+    """consumer_records of every sample source against the generator's expected table state; prints a
+    line per source and returns the differences."""
     problems = []
     print("\nconsumer_records against the sample's expected table state:")
-    for source_id, info in sorted(manifest["sources"].items()):
-        expected = json.loads((landing / info["expected_state"]).read_text())
-        found = oracle.compare_states(expected, state_of(source_id), types, keys)
-        rows = sum(len(v) for v in expected.values())
+    state_of = partial(consumer_state, query, schema)
+    for source_id, rows, found in sample.compare_with_expected(landing, state_of):
         verdict = "equal" if not found else f"{len(found)} differences"
         print(f"  {source_id:<16} {rows:>6,} expected rows: {verdict}")
         problems.extend(f"{source_id}: {p}" for p in found)
@@ -113,7 +132,6 @@ def verify_states(landing: Path, state_of) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     from python_jobs.ingest import job as ingest
-    from testkit import sample_data
 
     args = parse_args(argv)
     started = time.monotonic()
@@ -129,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         print("      already generated: landing it again must add nothing")
     else:
-        sample_data.generate(landing, seed=args.seed, transactions=args.transactions)
+        sample.generate(landing, seed=args.seed, transactions=args.transactions)
     print("[2/4] starting Spark with Delta Lake (embedded, local target)")
     try:
         spark = get_spark("wal_lake_demo")
@@ -142,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     print("[4/4] dbt build: models, snapshot, unit and data tests")
     ok = dbt_build(spark, args.schema)
     report(spark, args.raw_schema, args.schema)
-    ok = ok and not verify(spark, landing, args.schema)
+    ok = ok and not verify(spark_query(spark), landing, args.schema)
     elapsed = time.monotonic() - started
     verdict = "built and tested" if ok else "FAILED: see dbt's output above"
     print(f"\ndemo {verdict} in {elapsed:.0f}s")

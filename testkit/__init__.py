@@ -2,6 +2,6 @@
 
 A throwaway Postgres (``pg_server``), a live workload (``workload``), the oracle that decodes a
 slot independently and compares table states (``oracle``), the soak run (``soak``), fault
-injection (``faults``) and the sample landing-zone generator (``sample_data``). The product in
+injection (``faults``) and the sample landing-zone generator (``sample``). The product in
 ``python_jobs`` never imports this package, with one exception: the demo lands the sample.
 """

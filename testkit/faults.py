@@ -70,6 +70,7 @@ def step(landing: Path, dump: Path | None, max_files_per_batch: int, verify: boo
     """Land what is new, run the models, optionally dump the tables and check the expected state."""
     from dbt.cli.main import dbtRunner
 
+    from python_jobs.demo import spark_query
     from python_jobs.demo import verify as verify_state
     from python_jobs.ingest import job
     from python_jobs.spark_session import SparkSetupError, get_spark
@@ -96,7 +97,7 @@ def step(landing: Path, dump: Path | None, max_files_per_batch: int, verify: boo
         tmp = dump.with_suffix(".tmp")
         tmp.write_text(json.dumps(dump_tables(spark, landing)))
         tmp.rename(dump)
-    if verify and verify_state(spark, landing, SCHEMA):
+    if verify and verify_state(spark_query(spark), landing, SCHEMA):
         return 1
     return 0
 
@@ -318,7 +319,7 @@ def inject(
     max_files_per_batch: int = 3,
     out=sys.stdout,
 ) -> Report:
-    from testkit import sample_data
+    from testkit.sample import generate
 
     def say(text: str) -> None:
         print(text, file=out, flush=True)
@@ -329,7 +330,7 @@ def inject(
     sample = workdir / "sample"
     if sample.exists():
         shutil.rmtree(sample)
-    sample_data.generate(sample, seed=seed, transactions=transactions)
+    generate(sample, seed=seed, transactions=transactions)
     manifest = json.loads((sample / "manifest.json").read_text())
     files = [(s, name) for s, info in sorted(manifest["sources"].items()) for name in info["files"]]
     # Round 1: the first half of every source's files; round 2: the rest (an incremental MERGE).

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime, timedelta
 
+from python_jobs.demo import consumer_records, spark_query
+
 RAW_SCHEMA = "wal_lake_raw"
 
 WAL_EVENTS_DDL = """
@@ -85,9 +87,7 @@ def land(spark, changes: list[dict], batch_id: int, frontier: dict[str, int] | N
 
 
 def consumer_state(spark, consumer: str = "all_tables") -> dict:
-    """consumer_records as {(table, record_pk): record dict} for one consumer."""
-    rows = spark.sql(
-        "select source_table, record_pk, record from wal_lake.consumer_records "
-        f"where consumer_name = '{consumer}'"
-    ).collect()
-    return {(r.source_table, r.record_pk): dict(r.record) for r in rows}
+    """consumer_records as {(table, record_pk): record dict} for one consumer: keyed by record_pk,
+    so a test names a record as the model does."""
+    records = consumer_records(spark_query(spark), "wal_lake", consumer)
+    return {(r.source_table, r.record_pk): r.record for r in records}

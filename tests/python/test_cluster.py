@@ -60,7 +60,7 @@ def cluster(tmp_path_factory):
 def test_ingestion_and_dbt_build_on_the_cluster_give_the_expected_state(cluster, tmp_path):
     env, ports = cluster["env"], cluster["ports"]
     landing = tmp_path / "landing"
-    sample = [sys.executable, "-m", "testkit.sample_data", "--out", str(landing), "--transactions", "120"]
+    sample = [sys.executable, "-m", "testkit.sample", "--out", str(landing), "--transactions", "120"]
     _run(sample, env)
     manifest = json.loads((landing / "manifest.json").read_text())
 

@@ -17,7 +17,7 @@ import pytest
 
 from python_jobs.ingest import debezium
 from python_jobs.ingest.changeset import EVENTS_SCHEMA, LINES_SCHEMA, PENDING_SCHEMA, REJECTS_SCHEMA
-from testkit import sample_data
+from testkit import sample
 
 SOURCE = "shop_debezium"
 TS_MS = 1_795_132_800_123  # 2026-11-20 21:20:00.123 UTC
@@ -357,7 +357,7 @@ SAMPLE_SOURCE = "shop_debezium"
 @pytest.fixture(scope="module")
 def sample_zone(tmp_path_factory):
     out = tmp_path_factory.mktemp("debezium_zone")
-    sample_data.main(["--out", str(out), "--seed", "2", "--transactions", "40", "--format", "debezium"])
+    sample.main(["--out", str(out), "--seed", "2", "--transactions", "40", "--format", "debezium"])
     return out
 
 
@@ -625,7 +625,7 @@ def test_the_sample_debezium_zone_replays_to_its_expected_state(landed_without_r
 
     expected = json.loads((sample_zone / manifest["expected_state"]).read_text())
     for name, expected_rows in expected.items():
-        columns, key = sample_data.TABLES[name.split(".")[1]]
+        columns, key = sample.TABLES[name.split(".")[1]]
         kinds = dict(columns)
         want = {json.dumps([str(r[c]) for c in key], separators=(",", ":")): r for r in expected_rows}
         got = state.get(name, {})
@@ -635,9 +635,9 @@ def test_the_sample_debezium_zone_replays_to_its_expected_state(landed_without_r
                 landed_value = got[pk].get(column)
                 if expected_value is None:
                     assert landed_value is None, (name, pk, column)
-                elif kinds[column] == sample_data.NUMERIC:
+                elif kinds[column] == sample.NUMERIC:
                     assert float(landed_value) == expected_value
-                elif kinds[column] == sample_data.TIMESTAMPTZ:
+                elif kinds[column] == sample.TIMESTAMPTZ:
                     assert landed_value.replace("Z", "+00:00") == expected_value
                 else:
                     assert landed_value == str(expected_value), (name, pk, column)

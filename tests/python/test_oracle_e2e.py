@@ -18,7 +18,7 @@ import shutil
 import psycopg
 import pytest
 
-from python_jobs.demo import consumer_state
+from python_jobs.demo import consumer_state, spark_query
 from python_jobs.ingest import job as ingest
 from python_jobs.lsn import parse_lsn
 from testkit import oracle, soak
@@ -83,7 +83,7 @@ def test_models_equal_postgres_after_live_capture(postgres, spark, dbt, tmp_path
     problems = []
     for source_id, t in sorted(truth.items()):
         expected = {table: rows for table, rows in t["state"].items()}
-        actual = consumer_state(spark, "wal_lake", source_id)
+        actual = consumer_state(spark_query(spark), "wal_lake", source_id)
         for table in expected:
             actual.setdefault(table, [])
         problems += [

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from testkit import sample_data
+from testkit import sample
 
 SOURCE_W2J = "shop_wal2json"
 SOURCE_DBZ = "shop_debezium"
@@ -21,7 +21,7 @@ SOURCE_DBZ = "shop_debezium"
 @pytest.fixture(scope="module")
 def zone(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("landing")
-    sample_data.main(["--out", str(out), "--seed", "11", "--transactions", "120", "--format", "both"])
+    sample.main(["--out", str(out), "--seed", "11", "--transactions", "120", "--format", "both"])
     return out
 
 
@@ -102,9 +102,9 @@ def _by_key(rows: list[dict], key: list[str]) -> dict[tuple, dict]:
 
 def test_same_seed_same_bytes_other_seed_other_bytes(tmp_path):
     args = ["--seed", "3", "--transactions", "40", "--format", "both", "--lines-per-file", "60"]
-    sample_data.main(["--out", str(tmp_path / "a"), *args])
-    sample_data.main(["--out", str(tmp_path / "b"), *args])
-    sample_data.main(["--out", str(tmp_path / "c"), *args[:1], "4", *args[2:]])
+    sample.main(["--out", str(tmp_path / "a"), *args])
+    sample.main(["--out", str(tmp_path / "b"), *args])
+    sample.main(["--out", str(tmp_path / "c"), *args[:1], "4", *args[2:]])
 
     def contents(root: Path) -> dict[str, bytes]:
         return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
@@ -115,20 +115,20 @@ def test_same_seed_same_bytes_other_seed_other_bytes(tmp_path):
 
 def test_expected_state_equals_replaying_the_wal2json_changes(zone):
     replayed, _ = replay_wal2json(zone / SOURCE_W2J)
-    expected = json.loads((zone / SOURCE_W2J / sample_data.EXPECTED_STATE).read_text())
+    expected = json.loads((zone / SOURCE_W2J / sample.EXPECTED_STATE).read_text())
     assert set(expected) == {"public.customers", "public.orders", "public.order_items"}
     for table, rows in expected.items():
-        key = sample_data.TABLES[table.split(".")[1]][1]
+        key = sample.TABLES[table.split(".")[1]][1]
         assert rows, f"{table} ends empty: the sample would not test much"
         assert _by_key(rows, key) == replayed.get(table, {}), table
 
 
 def test_expected_state_has_the_fixture_value_forms(zone):
-    customers = json.loads((zone / SOURCE_W2J / sample_data.EXPECTED_STATE).read_text())["public.customers"]
+    customers = json.loads((zone / SOURCE_W2J / sample.EXPECTED_STATE).read_text())["public.customers"]
     row = customers[0]
     assert list(row) == ["id", "bio", "name", "email", "updated_at"]  # jsonb key order
     assert row["updated_at"].endswith("+00:00") and "T" in row["updated_at"]
-    orders = json.loads((zone / SOURCE_W2J / sample_data.EXPECTED_STATE).read_text())["public.orders"]
+    orders = json.loads((zone / SOURCE_W2J / sample.EXPECTED_STATE).read_text())["public.orders"]
     assert all(isinstance(o["total"], float) for o in orders)
 
 
@@ -192,20 +192,20 @@ def test_the_workload_holds_every_special_case(zone):
     values = [d["value"] for d in dbz]
     assert {v["op"] for v in values} == {"r", "c", "u", "d", "t"}
     assert any(
-        v["after"] and v["after"].get("bio") == sample_data.DBZ_UNAVAILABLE for v in values if v["op"] == "u"
+        v["after"] and v["after"].get("bio") == sample.DBZ_UNAVAILABLE for v in values if v["op"] == "u"
     )
     snapshot_flags = [v["source"]["snapshot"] for v in values if v["op"] == "r"]
     assert snapshot_flags[0] == "first" and snapshot_flags[-1] == "last"
 
 
 def test_gzip_and_rotation(tmp_path):
-    sample_data.main(
+    sample.main(
         ["--out", str(tmp_path), "--seed", "5", "--transactions", "30", "--format", "wal2json", "--gzip"]
         + ["--lines-per-file", "40"]
     )
     files = sorted(p.name for p in (tmp_path / SOURCE_W2J).glob("*.jsonl.gz"))
     assert len(files) >= 4
     replayed, _ = replay_wal2json(tmp_path / SOURCE_W2J)
-    expected = json.loads((tmp_path / SOURCE_W2J / sample_data.EXPECTED_STATE).read_text())
+    expected = json.loads((tmp_path / SOURCE_W2J / sample.EXPECTED_STATE).read_text())
     for table, rows in expected.items():
-        assert _by_key(rows, sample_data.TABLES[table.split(".")[1]][1]) == replayed.get(table, {})
+        assert _by_key(rows, sample.TABLES[table.split(".")[1]][1]) == replayed.get(table, {})

@@ -1,0 +1,5 @@
+import sys
+
+from testkit.sample.cli import main
+
+sys.exit(main())
