@@ -26,7 +26,7 @@ rejects_per_reason as (
         reason,
         count(*) as rejected_lines
 
-    from {{ source('wal', 'wal_rejects') }}
+    from {{ ref('stg_wal__rejects') }}
     group by source_id, reason
 
 ),

@@ -18,27 +18,3 @@
     {%- set fallback = run_query('select coalesce(max(seq), 0) as seq from ' ~ relation) -%}
     {{ return(fallback.rows[0]['seq'] | int) }}
 {% endmacro %}
-
-{#- Pre-hook: every Delta commit of this session until `unstamp_consumed_seq` carries the mark. -#}
-{% macro stamp_consumed_seq(seq) %}
-    set spark.databricks.delta.commitInfo.userMetadata = wal_lake.consumed_seq={{ seq }}
-{% endmacro %}
-
-{% macro unstamp_consumed_seq() %}
-    reset spark.databricks.delta.commitInfo.userMetadata
-{% endmacro %}
-
-{#-
-    The greatest seq of sequin_events when a consumer model starts: the run applies seq up to it
-    and, when it writes (run, build), stamps it on its commit. Unit tests override this macro.
--#}
-{% macro sequin_seq_upto(sequin_relation) %}
-    {%- if not execute -%}
-        {{ return(0) }}
-    {%- endif -%}
-    {%- set upto = run_query('select coalesce(max(seq), 0) as seq from ' ~ sequin_relation).rows[0]['seq'] | int -%}
-    {%- if flags.WHICH in ('run', 'build') -%}
-        {%- do run_query(stamp_consumed_seq(upto)) -%}
-    {%- endif -%}
-    {{ return(upto) }}
-{% endmacro %}

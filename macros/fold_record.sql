@@ -1,14 +1,17 @@
 {#-
-    Folds an array of touches (structs with `action`, `record` and `base`, in WAL order) onto a
-    starting record, the way Postgres applies them: an insert or snapshot read replaces the row, a
-    delete removes it, an update overlays the columns it sent and keeps the ones it left out (an
-    unchanged TOASTed value, Debezium's unavailable placeholder: absent from the map, not null).
-    An update that moved the row to a new key carries the old key's record as `base`: the columns
-    it left out come from there.
+    Folds an array of touches (structs with `seq`, `action`, `record` and `base`, in any order) onto
+    a starting record in seq order, the way Postgres applies them: an insert or snapshot read
+    replaces the row, a delete removes it, an update overlays the columns it sent and keeps the ones
+    it left out (an unchanged TOASTed value, Debezium's unavailable placeholder: absent from the
+    map, not null). An update that moved the row to a new key carries the old key's record as
+    `base`: the columns it left out come from there.
 -#}
 {% macro fold_record(touches, start_record) -%}
     aggregate(
-        {{ touches }},
+        array_sort(
+            {{ touches }},
+            (l, r) -> case when l.seq < r.seq then -1 when l.seq > r.seq then 1 else 0 end
+        ),
         {{ start_record }},
         (acc, t) -> case
             when t.action in ('insert', 'read') then t.record

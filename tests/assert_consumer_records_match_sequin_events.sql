@@ -57,10 +57,10 @@ key_touches as (
         old_record_pk as record_pk,
         seq,
         'delete' as action,
-        cast(null as map <string, string>) as record
+        {{ null_record() }} as record
 
     from subscribed
-    where action = 'update' and old_record_pk != record_pk
+    where {{ is_key_change() }}
 
 ),
 

@@ -8,7 +8,7 @@ frontier as (
 
 current_frontier as (
 
-    {{ latest_per_key('frontier', ['source_id'], 'frontier_batch_id desc') }}
+    {{ first_row_per_key('frontier', ['source_id'], 'frontier_batch_id desc') }}
 
 )
 

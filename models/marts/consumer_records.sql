@@ -1,3 +1,15 @@
+{#-
+    Applies the changes of sequin_events with seq in (consumed, upto] to every subscribed consumer.
+
+    sequin + consumers -> subscribed -> truncates
+                          subscribed -> touches -> live_touches (minus what a truncate voided)
+    this (+ truncates) -> existing -> starting_records
+    live_touches -> moves -> moved_from_touches -> moved_bases        (only when a key moved)
+    live_touches + moved_bases -> touches_with_bases
+    touches_with_bases + starting_records -> flattened (fold in seq order) -> applied
+    existing, untouched since a truncate of its table -> truncated
+    applied + truncated -> combined -> final
+-#}
 {{
     config(
         materialized='incremental',
@@ -8,32 +20,34 @@
         post_hook="{{ unstamp_consumed_seq() }}",
     )
 }}
-
 {#-
-    Applies the changes of sequin_events with seq in (consumed, upto] to every subscribed consumer.
-    `upto` is fixed when the model starts and stamped on the model's own Delta commit, so the next
-    run starts exactly where this one ended, even when its last touches were deletes.
+    on_schema_change 'ignore': an incremental run selects `is_deleted`, a helper the merge reads and
+    never writes, so the select never matches the table's columns ('fail' would always fail and
+    'append_new_columns' would add it). A change of the written columns takes a full refresh.
 -#}
 {%- set table_key = ['consumer_name', 'source_id', 'source_schema', 'source_table'] -%}
 {%- set record_key = table_key + ['record_pk'] -%}
-{%- set consumed = consumed_seq(this) if is_incremental() else 0 -%}
-{%- set upto = sequin_seq_upto(ref('sequin_events')) -%}
+{%- set bounds = consumer_run_bounds(this, ref('sequin_events')) -%}
 {#-
-    Updates that moved a row to a new key need the old key's record (moved_bases), a self-join of
-    the touches. Most runs have none: `any_moves` is then `false`, and Spark drops those joins from
-    the plan as empty. A few are broadcast, so only the touches of moved-from keys are shuffled; a
-    mass re-key falls back to a shuffle join.
+    `upto` rides on the model's own Delta commit (its merge or create), so the next run starts
+    exactly where this one ended, even when its last touches were deletes; the post-hook clears the
+    mark. Only a run that writes stamps: not a compile, not a unit test.
 -#}
-{%- set moves = key_moves(ref('sequin_events'), consumed, upto) -%}
-{%- set any_moves = 'true' if moves else 'false' -%}
-{%- set broadcast_moves = moves <= var('wal_lake_broadcast_key_moves', 200000) | int %}
+{%- if execute and flags.WHICH in ('run', 'build') and model.resource_type == 'model' -%}
+    {%- do run_query(stamp_consumed_seq(bounds.upto)) -%}
+{%- endif -%}
+{#-
+    A few key moves are broadcast, so only the touches of moved-from keys are shuffled; a mass
+    re-key falls back to a shuffle join.
+-#}
+{%- set broadcast_moves = bounds.key_moves <= var('wal_lake_broadcast_key_moves', 200000) | int %}
 
 with
 
 sequin as (
 
     select * from {{ ref('sequin_events') }}
-    where seq > {{ consumed }} and seq <= {{ upto }}
+    where seq > {{ bounds.consumed }} and seq <= {{ bounds.upto }}
 
 ),
 
@@ -80,7 +94,7 @@ touches as (
         source_schema,
         source_table,
         record_pk,
-        old_record_pk as moved_from_pk,
+        old_record_pk,
         seq,
         commit_lsn,
         commit_idx,
@@ -90,25 +104,27 @@ touches as (
 
     from subscribed
     where action in ('insert', 'update', 'delete', 'read')
+    {%- if bounds.key_moves %}
 
-    union all
+        union all
 
-    select
-        consumer_name,
-        source_id,
-        source_schema,
-        source_table,
-        old_record_pk as record_pk,
-        cast(null as string) as moved_from_pk,
-        seq,
-        commit_lsn,
-        commit_idx,
-        committed_at,
-        'delete' as action,
-        {{ null_record() }} as record
+        select
+            consumer_name,
+            source_id,
+            source_schema,
+            source_table,
+            old_record_pk as record_pk,
+            cast(null as string) as old_record_pk,
+            seq,
+            commit_lsn,
+            commit_idx,
+            committed_at,
+            'delete' as action,
+            {{ null_record() }} as record
 
-    from subscribed
-    where {{ any_moves }} and action = 'update' and old_record_pk is not null and old_record_pk != record_pk
+        from subscribed
+        where {{ is_key_change() }}
+    {%- endif %}
 
 ),
 
@@ -164,87 +180,101 @@ starting_records as (
     where truncated_seq is null or seq > truncated_seq
 
 ),
+{%- if bounds.key_moves %}
 
-moves as (
+    moves as (
 
-    select
-        consumer_name,
-        source_id,
-        source_schema,
-        source_table,
-        record_pk,
-        moved_from_pk,
-        seq
+        select
+            consumer_name,
+            source_id,
+            source_schema,
+            source_table,
+            record_pk,
+            old_record_pk as moved_from_pk,
+            seq
 
-    from live_touches
-    where {{ any_moves }} and moved_from_pk is not null and moved_from_pk != record_pk
+        from live_touches
+        where {{ is_key_change() }}
 
-),
+    ),
 
--- The touches of keys an update moved a row away from: the only ones a moved row's base comes from.
-moved_from_touches as (
+    -- The touches of keys an update moved a row away from: the only ones a moved row's base comes from.
+    moved_from_touches as (
 
-    select {% if broadcast_moves %}/*+ broadcast(moves) */ {% endif %}live_touches.*
-    from live_touches
-    left semi join moves
-        on
-            {{ columns_equal('live_touches', 'moves', table_key) }}
-            and live_touches.record_pk = moves.moved_from_pk
+        select {% if broadcast_moves %}/*+ broadcast(moves) */ {% endif %}live_touches.*
+        from live_touches
+        left semi join moves
+            on
+                {{ columns_equal('live_touches', 'moves', table_key) }}
+                and live_touches.record_pk = moves.moved_from_pk
 
-),
+    ),
 
--- The old key's record as of just before an update moved it to a new key: the new key's
--- starting point for the columns the update left out.
-moved_bases as (
+    -- The old key's record as of just before an update moved it to a new key: the new key's
+    -- starting point for the columns the update left out.
+    moved_bases as (
 
-    select
-        moves.consumer_name,
-        moves.source_id,
-        moves.source_schema,
-        moves.source_table,
-        moves.record_pk,
-        moves.seq,
-        {{ fold_record(
-            "array_sort(
-                filter(collect_list(struct(earlier.seq, earlier.action, earlier.record, cast(null as map<string, string>) as base)), p -> p.seq is not null),
-                (l, r) -> case when l.seq < r.seq then -1 when l.seq > r.seq then 1 else 0 end
-            )",
-            "first(starting_records.record, true)"
-        ) }} as base
+        select
+            moves.consumer_name,
+            moves.source_id,
+            moves.source_schema,
+            moves.source_table,
+            moves.record_pk,
+            moves.seq,
+            {{ fold_record(
+                "filter(
+                    collect_list(struct(earlier.seq, earlier.action, earlier.record, " ~ null_record() ~ " as base)),
+                    p -> p.seq is not null
+                )",
+                "first(starting_records.record, true)"
+            ) }} as base
 
-    from moves
-    left join moved_from_touches as earlier
-        on
-            {{ columns_equal('moves', 'earlier', table_key) }}
-            and moves.moved_from_pk = earlier.record_pk
-            and earlier.seq < moves.seq
-    left join starting_records
-        on
-            {{ columns_equal('moves', 'starting_records', table_key) }}
-            and moves.moved_from_pk = starting_records.record_pk
-    group by
-        moves.consumer_name,
-        moves.source_id,
-        moves.source_schema,
-        moves.source_table,
-        moves.record_pk,
-        moves.seq
+        from moves
+        left join moved_from_touches as earlier
+            on
+                {{ columns_equal('moves', 'earlier', table_key) }}
+                and moves.moved_from_pk = earlier.record_pk
+                and earlier.seq < moves.seq
+        left join starting_records
+            on
+                {{ columns_equal('moves', 'starting_records', table_key) }}
+                and moves.moved_from_pk = starting_records.record_pk
+        group by
+            moves.consumer_name,
+            moves.source_id,
+            moves.source_schema,
+            moves.source_table,
+            moves.record_pk,
+            moves.seq
 
-),
+    ),
 
-touches_with_bases as (
+    touches_with_bases as (
 
-    select
-        live_touches.*,
-        moved_bases.base
+        select
+            live_touches.*,
+            moved_bases.base
 
-    from live_touches
-    left join moved_bases
-        on
-            {{ columns_equal('live_touches', 'moved_bases', record_key) }}
-            and live_touches.seq = moved_bases.seq
+        from live_touches
+        left join moved_bases
+            on
+                {{ columns_equal('live_touches', 'moved_bases', record_key) }}
+                and live_touches.seq = moved_bases.seq
 
-),
+    ),
+{%- else %}
+
+    -- No key moved in this run: no touch has another key's record to start from.
+    touches_with_bases as (
+
+        select
+            live_touches.*,
+            {{ null_record() }} as base
+
+        from live_touches
+
+    ),
+{%- endif %}
 
 flattened as (
 
@@ -255,10 +285,12 @@ flattened as (
         touches_with_bases.source_table,
         touches_with_bases.record_pk,
         {{ fold_record(
-            "array_sort(
-                collect_list(struct(touches_with_bases.seq, touches_with_bases.action, touches_with_bases.record, touches_with_bases.base)),
-                (l, r) -> case when l.seq < r.seq then -1 when l.seq > r.seq then 1 else 0 end
-            )",
+            "collect_list(struct(
+                touches_with_bases.seq,
+                touches_with_bases.action,
+                touches_with_bases.record,
+                touches_with_bases.base
+            ))",
             "first(starting_records.record, true)"
         ) }} as record,
         max_by(

@@ -40,11 +40,11 @@ touches as (
         commit_idx,
         committed_at,
         'delete' as action,
-        cast(null as map <string, string>) as record,
+        {{ null_record() }} as record,
         cast(null as string) as moved_from_pk
 
     from sequin
-    where action = 'update' and old_record_pk != record_pk
+    where {{ is_key_change() }}
 
 ),
 
@@ -66,21 +66,20 @@ versions as (
     select
         touches.*,
         {{ fold_record(
-            "array_sort(
-                collect_list(struct(seq, action, record, cast(null as map<string, string>) as base)) over (
-                    partition by source_id, source_schema, source_table, record_pk
-                    order by seq
-                    rows between unbounded preceding and current row
-                ),
-                (l, r) -> case when l.seq < r.seq then -1 when l.seq > r.seq then 1 else 0 end
+            "collect_list(struct(seq, action, record, " ~ null_record() ~ " as base)) over (
+                partition by source_id, source_schema, source_table, record_pk
+                order by seq
+                rows between unbounded preceding and current row
             )",
-            "cast(null as map<string, string>)"
+            null_record()
         ) }} as full_record,
         lead(touches.seq) over (
-            partition by touches.source_id, touches.source_schema, touches.source_table, touches.record_pk order by touches.seq
+            partition by touches.source_id, touches.source_schema, touches.source_table, touches.record_pk
+            order by touches.seq
         ) as next_touch_seq,
         lead(touches.committed_at) over (
-            partition by touches.source_id, touches.source_schema, touches.source_table, touches.record_pk order by touches.seq
+            partition by touches.source_id, touches.source_schema, touches.source_table, touches.record_pk
+            order by touches.seq
         ) as next_touch_at
 
     from touches

@@ -7,6 +7,11 @@
         on_schema_change='fail',
     )
 }}
+{#-
+    on_schema_change 'fail': a run's select has exactly the table's columns, and a `seq` once
+    assigned never changes, so a changed column set must be a deliberate full refresh, never a
+    silent append or drop.
+-#}
 
 {#-
     Incremental runs read only batches past what each source has consumed (a literal lower bound,
@@ -29,7 +34,7 @@ events as (
 
 deduplicated as (
 
-    {{ latest_per_key('events', ['source_id', 'commit_lsn', 'commit_idx'], 'batch_id, landing_file, landing_line') }}
+    {{ first_row_per_key('events', ['source_id', 'commit_lsn', 'commit_idx'], 'batch_id, landing_file, landing_line') }}
 
 ),
 

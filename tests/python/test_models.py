@@ -106,7 +106,7 @@ def built(spark, dbt):
         "consumer": consumer_state(spark),
         "consumer_rows": rows(spark, "select * except (record) from wal_lake.consumer_records order by all"),
         "violations": rows(
-            spark, "select source_id, commit_lsn, commit_idx, reason from wal_lake.sequin_violations"
+            spark, "select source_id, commit_lsn, commit_idx, reason from wal_lake_audit.sequin_violations"
         ),
     }
     return {"first": after_first, "noop": (before_noop, after_noop), "incremental": incremental}
