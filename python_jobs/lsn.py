@@ -2,7 +2,7 @@
 
 An LSN is a 64-bit byte position in the write-ahead log. Postgres prints it as two hex halves,
 ``X/Y``; wal_lake stores ``(X << 32) | Y`` as a bigint so positions compare and sort as numbers. The
-same rule in Spark SQL is the ``lsn_from_text`` / ``lsn_to_text`` macros, and for a Spark column
+same rule in Spark SQL is the ``lsn_to_text`` macro, and for a Spark column
 ``python_jobs.ingest.changeset.lsn_to_bigint``.
 """
 
