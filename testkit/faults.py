@@ -39,7 +39,8 @@ from python_jobs.spark_session import PROJECT_DIR
 RAW_SCHEMA = "wal_lake_raw"
 SCHEMA = "wal_lake"
 RAW_TABLES = ("wal_events", "wal_rejects", "wal_frontier", "wal_files", "wal_batches")
-MODEL_TABLES = ("sequin_events", "consumer_records", "record_history", "sequin_violations")
+MODEL_TABLES = ("sequin_events", "consumer_records", "record_history")
+AUDIT_TABLES = ("sequin_violations",)  # built in <schema>_audit (models/audit)
 # Columns that record when a run happened (or a copy's mtime), not what it produced.
 RUN_COLUMNS = {"ingested_at", "updated_at", "done_at", "planned_at", "modified_at"}
 LANDING_MARK = "<landing>"
@@ -55,7 +56,8 @@ def dump_tables(spark, landing: Path) -> dict[str, list[str]]:
 
     root = str(landing.resolve())
     tables = {}
-    for name in [f"{RAW_SCHEMA}.{t}" for t in RAW_TABLES] + [f"{SCHEMA}.{t}" for t in MODEL_TABLES]:
+    models = [f"{SCHEMA}.{t}" for t in MODEL_TABLES] + [f"{SCHEMA}_audit.{t}" for t in AUDIT_TABLES]
+    for name in [f"{RAW_SCHEMA}.{t}" for t in RAW_TABLES] + models:
         if not spark.catalog.tableExists(name):
             tables[name] = []
             continue

@@ -94,4 +94,4 @@ def test_ingestion_and_dbt_build_on_the_cluster_give_the_expected_state(cluster,
     )
     rejects = sum(s["expected_rejects"] for s in manifest["sources"].values())
     assert count("select count(*) from wal_lake_raw.wal_rejects") == rejects
-    assert count("select count(*) from wal_lake.sequin_violations") == 0
+    assert count("select count(*) from wal_lake_audit.sequin_violations") == 0
