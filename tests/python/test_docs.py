@@ -62,9 +62,6 @@ CHANGES = [
 ]
 
 
-# Columns the catalog lists but the YAML does not describe yet (issue 9 follow-up: int_events_consumable
-# passes wal_events' columns through and its YAML documents only the position columns). Any other
-# gap fails the test; shrink this set as the YAML catches up, never grow it.
 @pytest.fixture(scope="module")
 def docs_target(spark, dbt) -> Path:
     reset_raw_tables(spark)
