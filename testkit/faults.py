@@ -4,7 +4,9 @@ The pipeline is one process that lands the landing zone (the ingestion job) and 
 on the same Spark session (``step``). ``inject`` builds a seeded sample landing zone, delivers it in
 two rounds, and runs the pipeline twice over it in separate warehouses:
 
-- the reference: each round once, undisturbed (and checked against the sample's expected state);
+- the reference: each round once, undisturbed (and checked against the sample's expected state), in
+  the caller's Spark session and schemas of its own: nothing kills it, so it needs no process of its
+  own;
 - the faulted run: each round's pipeline is killed with SIGKILL (the whole process group: Python
   and its Spark JVM, as when a machine dies) at random points, then rerun until it completes. Kill
   points are counted in files written under the warehouse since the process started (Delta data
@@ -31,8 +33,10 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlparse
 
 from python_jobs.spark_session import PROJECT_DIR
 
@@ -44,37 +48,73 @@ AUDIT_TABLES = ("sequin_violations",)  # built in <schema>_audit (models/audit)
 # Columns that record when a run happened (or a copy's mtime), not what it produced.
 RUN_COLUMNS = {"ingested_at", "updated_at", "done_at", "planned_at", "modified_at"}
 LANDING_MARK = "<landing>"
+# The reference shares the caller's warehouse (in the test suite, the suite's): schemas of its own.
+REFERENCE_RAW_SCHEMA = "faults_reference_raw"
+REFERENCE_SCHEMA = "faults_reference"
+# What the comparisons read; the marts' `current_*` views hold nothing of their own.
+MODELS = ("+consumer_records", "+record_history", "+sequin_violations")
+# dbt's parsed project, saved once and copied into every run's target: no run parses it again.
+PARSE_STATE = "partial_parse.msgpack"
 
 
 # --- the pipeline step (the process that gets killed) ---------------------------------------------
 
 
-def dump_tables(spark, landing: Path) -> dict[str, list[str]]:
+def dump_tables(
+    spark, landing: Path, raw_schema: str = RAW_SCHEMA, schema: str = SCHEMA
+) -> dict[str, list[str]]:
     """Every raw and model table as sorted JSON rows, run timestamps left out and the landing root
-    replaced by a mark (the reference and the faulted run land the same files from two folders)."""
+    replaced by a mark (the reference and the faulted run land the same files from two folders).
+    Tables are named by the faulted run's schemas, wherever they were built."""
     from pyspark.sql import functions as F
 
     root = str(landing.resolve())
     tables = {}
-    models = [f"{SCHEMA}.{t}" for t in MODEL_TABLES] + [f"{SCHEMA}_audit.{t}" for t in AUDIT_TABLES]
-    for name in [f"{RAW_SCHEMA}.{t}" for t in RAW_TABLES] + models:
-        if not spark.catalog.tableExists(name):
+    where = {f"{RAW_SCHEMA}.{t}": f"{raw_schema}.{t}" for t in RAW_TABLES}
+    where |= {f"{SCHEMA}.{t}": f"{schema}.{t}" for t in MODEL_TABLES}
+    where |= {f"{SCHEMA}_audit.{t}": f"{schema}_audit.{t}" for t in AUDIT_TABLES}
+    for name, table in where.items():
+        if not spark.catalog.tableExists(table):
             tables[name] = []
             continue
-        df = spark.table(name)
+        df = spark.table(table)
         cols = [c for c in df.columns if c not in RUN_COLUMNS]
         rows = df.select(F.to_json(F.struct(*cols)).alias("j")).collect()
         tables[name] = sorted(r.j.replace(root, LANDING_MARK) for r in rows)
     return tables
 
 
-def step(landing: Path, dump: Path | None, max_files_per_batch: int, verify: bool) -> int:
-    """Land what is new, run the models, optionally dump the tables and check the expected state."""
+def pipeline(
+    spark,
+    landing: Path,
+    max_files_per_batch: int,
+    raw_schema: str = RAW_SCHEMA,
+    schema: str = SCHEMA,
+    dbt_args: tuple[str, ...] = (),
+) -> bool:
+    """Land what is new, then build the models the comparisons read (seeding a fresh warehouse first)."""
     from dbt.cli.main import dbtRunner
 
-    from python_jobs.demo import spark_query
-    from python_jobs.demo import verify as verify_state
     from python_jobs.ingest import job
+
+    summary = job.run(
+        spark, str(landing.resolve()), schema=raw_schema, max_files_per_batch=max_files_per_batch or None
+    )
+    print(summary.line(), flush=True)
+
+    def dbt(*args: str) -> bool:
+        result = dbtRunner().invoke(
+            [*args, "--project-dir", str(PROJECT_DIR), "--profiles-dir", str(PROJECT_DIR), *dbt_args]
+        )
+        return bool(result.success)
+
+    if not spark.catalog.tableExists(f"{schema}.consumer_records") and not dbt("seed"):
+        return False
+    return dbt("run", "--select", *MODELS)
+
+
+def step(landing: Path, dump: Path | None, max_files_per_batch: int) -> int:
+    """The process that gets killed: the pipeline on a Spark session of its own, then the dump."""
     from python_jobs.spark_session import SparkSetupError, get_spark
 
     try:
@@ -82,26 +122,28 @@ def step(landing: Path, dump: Path | None, max_files_per_batch: int, verify: boo
     except SparkSetupError as exc:
         print(f"faults: error: {exc}", file=sys.stderr, flush=True)
         return 2
-    summary = job.run(spark, str(landing.resolve()), max_files_per_batch=max_files_per_batch or None)
-    print(summary.line(), flush=True)
-
-    def dbt(*args: str) -> bool:
-        result = dbtRunner().invoke(
-            [*args, "--project-dir", str(PROJECT_DIR), "--profiles-dir", str(PROJECT_DIR), "--quiet"]
-        )
-        return bool(result.success)
-
-    if not spark.catalog.tableExists(f"{SCHEMA}.consumer_records") and not dbt("seed"):
-        return 1
-    if not dbt("run"):
+    if not pipeline(spark, landing, max_files_per_batch, dbt_args=("--quiet",)):
         return 1
     if dump is not None:
         tmp = dump.with_suffix(".tmp")
         tmp.write_text(json.dumps(dump_tables(spark, landing)))
         tmp.rename(dump)
-    if verify and verify_state(spark_query(spark), landing, SCHEMA):
-        return 1
     return 0
+
+
+@contextmanager
+def environ(**values: str):
+    """os.environ with ``values`` for the block: dbt reads the schemas and its target path there."""
+    saved = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 # --- the injector ---------------------------------------------------------------------------------
@@ -149,15 +191,62 @@ class Report:
         )
 
 
+class Reference:
+    """The undisturbed run: one landing zone, the pipeline in the caller's Spark session, in schemas of
+    its own (dropped first) and with a dbt target of its own."""
+
+    def __init__(self, root: Path, spark, max_files_per_batch: int):
+        self.root = root
+        self.landing = root / "landing"
+        self.spark = spark
+        self.max_files_per_batch = max_files_per_batch
+        self.landing.mkdir(parents=True, exist_ok=True)
+        schemas = (REFERENCE_RAW_SCHEMA, REFERENCE_SCHEMA, f"{REFERENCE_SCHEMA}_audit")
+        for schema in schemas:
+            spark.sql(f"drop schema if exists {schema} cascade")
+        warehouse = Path(urlparse(spark.conf.get("spark.sql.warehouse.dir")).path)
+        self.dirs = [warehouse / f"{schema}.db" for schema in schemas]
+
+    def written(self) -> int:
+        """How many files the reference has in the warehouse."""
+        return sum(len(names) for d in self.dirs for _, _, names in os.walk(d))
+
+    def complete(self, tag: str, verify: bool = False) -> dict[str, list[str]]:
+        from python_jobs.demo import spark_query
+        from python_jobs.demo import verify as verify_state
+
+        with environ(
+            WAL_LAKE_TARGET="local",
+            WAL_LAKE_SCHEMA=REFERENCE_SCHEMA,
+            WAL_LAKE_RAW_SCHEMA=REFERENCE_RAW_SCHEMA,
+            DBT_TARGET_PATH=str(self.root / "target"),
+            DBT_LOG_PATH=str(self.root / "logs"),
+        ):
+            ok = pipeline(
+                self.spark,
+                self.landing,
+                self.max_files_per_batch,
+                REFERENCE_RAW_SCHEMA,
+                REFERENCE_SCHEMA,
+                dbt_args=("--quiet",),
+            )
+        if not ok:
+            raise RuntimeError(f"the reference's pipeline failed in round '{tag}' (dbt logs in {self.root})")
+        if verify and verify_state(spark_query(self.spark), self.landing, REFERENCE_SCHEMA):
+            raise RuntimeError("the reference's consumer_records differ from the sample's expected state")
+        return dump_tables(self.spark, self.landing, REFERENCE_RAW_SCHEMA, REFERENCE_SCHEMA)
+
+
 class Warehouse:
     """One landing zone and one warehouse; runs pipeline steps in fresh processes against them."""
 
-    def __init__(self, root: Path, max_files_per_batch: int):
+    def __init__(self, root: Path, max_files_per_batch: int, parse_state: Path | None = None):
         self.root = root
         self.landing = root / "landing"
         self.spark_dir = root / "spark"
         self.warehouse = self.spark_dir / "warehouse"
         self.max_files_per_batch = max_files_per_batch
+        self.parse_state = parse_state
         self.landing.mkdir(parents=True, exist_ok=True)
         self.runs = 0
 
@@ -174,14 +263,16 @@ class Warehouse:
         env.setdefault("WAL_LAKE_CORES", "2")
         return env
 
-    def start(self, dump: Path | None = None, verify: bool = False) -> subprocess.Popen:
+    def start(self, dump: Path | None = None) -> subprocess.Popen:
         self.runs += 1
+        if self.parse_state is not None:
+            target = self.root / f"target_{self.runs}"
+            target.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(self.parse_state, target / PARSE_STATE)
         cmd = [sys.executable, "-m", "testkit.faults", "step", "--landing", str(self.landing)]
         cmd += ["--max-files-per-batch", str(self.max_files_per_batch)]
         if dump is not None:
             cmd += ["--dump", str(dump)]
-        if verify:
-            cmd.append("--verify")
         log = open(self.root / f"run_{self.runs}.log", "w")  # noqa: SIM115 (closed with the process)
         proc = subprocess.Popen(
             cmd, cwd=PROJECT_DIR, env=self.env(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True
@@ -196,31 +287,23 @@ class Warehouse:
             proc.log.close()  # type: ignore[attr-defined]
         return rc
 
-    def complete(self, tag: str, verify: bool = False) -> dict[str, list[str]]:
+    def complete(self, tag: str) -> dict[str, list[str]]:
         """Run a step to completion and return its dump; fail with the log tail otherwise."""
         dump = self.root / f"dump_{tag}.json"
-        proc = self.start(dump, verify)
+        proc = self.start(dump)
         rc = self.finish(proc)
         if rc != 0:
             tail = (self.root / f"run_{self.runs}.log").read_text().splitlines()[-25:]
             raise RuntimeError(f"pipeline step '{tag}' in {self.root} exited {rc}:\n" + "\n".join(tail))
         return json.loads(dump.read_text())
 
-    def written(self) -> dict[str, float]:
-        """Every file under the warehouse with its mtime."""
-        found = {}
-        for dirpath, _, names in os.walk(self.warehouse):
-            for name in names:
-                path = os.path.join(dirpath, name)
-                try:
-                    found[path] = os.stat(path).st_mtime
-                except FileNotFoundError:
-                    pass
-        return found
+    def written(self) -> set[str]:
+        """Every file under the warehouse (looked at every 20 ms while a run may be killed: no stat)."""
+        return {os.path.join(d, name) for d, _, names in os.walk(self.warehouse) for name in names}
 
     def run_and_kill(self, kill: Kill) -> None:
         """Start a step and SIGKILL its process group at the kill point (unless it ends first)."""
-        before = set(self.written())
+        before = self.written()
         kind, _, arg = kill.point.partition(":")
         proc = self.start()
         started = time.monotonic()
@@ -231,7 +314,7 @@ class Warehouse:
             if kind == "seconds":
                 hit = time.monotonic() - started >= float(arg)
             elif kind == "files":
-                hit = len(set(self.written()) - before) >= int(arg)
+                hit = len(self.written() - before) >= int(arg)
             else:
                 new = sorted(_data_files(merge_table) - merge_data)
                 commits = _commits(merge_table)
@@ -244,13 +327,20 @@ class Warehouse:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
                 kill.happened = True
-                latest = sorted(set(self.written()) - before, key=lambda p: os.stat(p).st_mtime)
+                latest = sorted(self.written() - before, key=_mtime)
                 kill.at = _short(latest[-1], self.warehouse) if latest else "nothing written yet"
                 kill.at += f" ({len(latest)} files written, {time.monotonic() - started:.1f}s)"
                 break
             time.sleep(0.02)
         self.finish(proc)
         # A killed JVM can leave the Derby metastore's lock files; Derby reclaims them on the next boot.
+
+
+def _mtime(path: str) -> float:
+    try:
+        return os.stat(path).st_mtime
+    except FileNotFoundError:
+        return 0.0
 
 
 def _commits(table: Path | None) -> set[str]:
@@ -313,14 +403,36 @@ def plan_kills(rng: random.Random, rounds: int, kills: int, files_per_round: lis
     return plan
 
 
+def parse_project(target: Path) -> Path:
+    """dbt's parse of the project as the faulted runs see it (their schemas), saved for them to copy."""
+    from dbt.cli.main import dbtRunner
+
+    with environ(
+        WAL_LAKE_TARGET="local",
+        WAL_LAKE_SCHEMA=SCHEMA,
+        WAL_LAKE_RAW_SCHEMA=RAW_SCHEMA,
+        DBT_TARGET_PATH=str(target),
+        DBT_LOG_PATH=str(target / "logs"),
+    ):
+        result = dbtRunner().invoke(
+            ["parse", "--quiet", "--project-dir", str(PROJECT_DIR), "--profiles-dir", str(PROJECT_DIR)]
+        )
+    if not result.success:
+        raise RuntimeError(f"dbt parse failed: {result.exception}")
+    return target / PARSE_STATE
+
+
 def inject(
     workdir: Path,
+    spark,
     kills: int,
     seed: int,
     transactions: int = 200,
     max_files_per_batch: int = 3,
     out=sys.stdout,
 ) -> Report:
+    """The reference runs in ``spark`` (a session with Delta, as get_spark makes), the faulted runs
+    in processes of their own under ``workdir``."""
     from testkit.sample import generate
 
     def say(text: str) -> None:
@@ -343,20 +455,20 @@ def inject(
         halves[1] += [(source, n) for n in info["files"][cut:]]
     say(f"faults: seed {seed}, {transactions} transactions, {len(files)} files in 2 rounds; {kills} kills")
 
-    ref = Warehouse(workdir / "reference", max_files_per_batch)
-    faulted = Warehouse(workdir / "faulted", max_files_per_batch)
+    ref = Reference(workdir / "reference", spark, max_files_per_batch)
+    faulted = Warehouse(workdir / "faulted", max_files_per_batch, parse_project(workdir / "parsed"))
     expected: list[dict[str, list[str]]] = []
     files_per_round = []
     for rnd, half in enumerate(halves, 1):
         deliver(sample, ref.landing, half)
-        if rnd == 2:  # what --verify compares consumer_records with
+        if rnd == 2:  # what the check against the expected state reads
             shutil.copyfile(sample / "manifest.json", ref.landing / "manifest.json")
             for source in manifest["sources"].values():
                 shutil.copyfile(sample / source["expected_state"], ref.landing / source["expected_state"])
-        before = len(ref.written())
+        before = ref.written()
         t0 = time.monotonic()
         expected.append(ref.complete(f"round{rnd}", verify=rnd == 2))
-        files_per_round.append(len(ref.written()) - before)
+        files_per_round.append(ref.written() - before)
         say(
             f"  reference round {rnd}: {files_per_round[-1]} files written in the warehouse, "
             f"{time.monotonic() - t0:.0f}s"
@@ -476,7 +588,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     st.add_argument("--landing", type=Path, required=True)
     st.add_argument("--dump", type=Path)
     st.add_argument("--max-files-per-batch", type=int, default=3, help="0: all new files in one batch")
-    st.add_argument("--verify", action="store_true", help="check consumer_records against the sample")
     inj = sub.add_parser("inject", help="kill, rerun and compare with an undisturbed run")
     inj.add_argument("--workdir", type=Path, required=True, help="scratch directory (emptied first)")
     inj.add_argument("--kills", type=int, default=6)
@@ -489,11 +600,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.command == "step":
-        return step(args.landing, args.dump, args.max_files_per_batch, args.verify)
+        return step(args.landing, args.dump, args.max_files_per_batch)
+    from python_jobs.spark_session import get_spark
+
     if args.workdir.exists():
         shutil.rmtree(args.workdir)
     args.workdir.mkdir(parents=True)
-    report = inject(args.workdir, args.kills, args.seed, args.transactions, args.max_files_per_batch)
+    # The reference's session: a warehouse of its own beside the faulted run's.
+    os.environ["WAL_LAKE_SPARK_DIR"] = str((args.workdir / "reference" / "spark").resolve())
+    spark = get_spark("wal_lake_faults_reference")
+    report = inject(args.workdir, spark, args.kills, args.seed, args.transactions, args.max_files_per_batch)
     return 0 if report.ok else 1
 
 

@@ -3,8 +3,8 @@ random points, two pipelines started at once, every file replayed; after each th
 an undisturbed run's, row for row (testkit/faults.py). A reduced number of kills runs here;
 ``scripts/faults.sh`` runs many more.
 
-Every pipeline runs in its own process with its own warehouse, so this test does not use the
-suite's Spark session."""
+Every faulted pipeline runs in its own process with its own warehouse; the undisturbed reference, which
+nothing kills, runs on the suite's Spark session in schemas of its own."""
 
 from __future__ import annotations
 
@@ -17,9 +17,11 @@ KILLS = int(os.environ.get("WAL_LAKE_FAULT_KILLS", "2"))
 SEED = int(os.environ.get("WAL_LAKE_FAULT_SEED", "11"))
 
 
-def test_killed_concurrent_and_replayed_runs_converge_to_the_undisturbed_result(tmp_path):
+def test_killed_concurrent_and_replayed_runs_converge_to_the_undisturbed_result(spark, tmp_path):
     out = io.StringIO()
-    report = faults.inject(tmp_path, kills=KILLS, seed=SEED, transactions=80, max_files_per_batch=0, out=out)
+    report = faults.inject(
+        tmp_path, spark, kills=KILLS, seed=SEED, transactions=80, max_files_per_batch=0, out=out
+    )
     log = out.getvalue()
     print(log)
 
