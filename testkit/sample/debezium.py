@@ -53,8 +53,6 @@ class DebeziumFormat:
     between them is dropped by the sink).
     """
 
-    name = DEBEZIUM
-
     def __init__(self, server: str = "shop", db: str = "shop"):
         self.server = server
         self.db = db

@@ -28,7 +28,7 @@ from testkit.sample.wal2json import WAL2JSON, Wal2JsonFormat
 from testkit.sample.workload import Workload
 
 EXPECTED_STATE = "_expected.json"
-MALFORMED_AT = (0.35, 0.65)  # fractions of the run after which a source holds malformed lines
+MALFORMED_AT = (0.35, 0.65)  # where in the run, as fractions, each source gets malformed lines
 
 
 @dataclass

@@ -41,7 +41,8 @@ def _wal2json_value(kind: str, value) -> str:
 
 
 class Wal2JsonFormat:
-    name = WAL2JSON
+    """wal2json ``format-version=2`` with the options ``tests/fixtures`` were captured with (xids,
+    timestamps, LSNs, primary keys)."""
 
     def __init__(self):
         self._pk = {
