@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import tempfile
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 
@@ -37,6 +38,28 @@ def spark():
     session = get_spark("wal_lake_tests")
     yield session
     session.stop()
+
+
+class Schemas(NamedTuple):
+    raw: str  # the ingestion job's tables (dbt's sources)
+    models: str  # dbt's models and seeds
+    audit: str  # dbt's audit models (<models>_audit)
+
+
+@pytest.fixture(scope="module")
+def schemas(request):
+    """Schemas of the test module's own, named after it (test_foo.py: foo_raw, foo, foo_audit), for the
+    ingestion job and for dbt (through the variables profiles.yml and the sources read): a module
+    neither reads another's leftovers nor leaves any in the default schemas. Dropped first."""
+    name = request.module.__name__.rpartition(".")[2].removeprefix("test_")
+    names = Schemas(raw=f"{name}_raw", models=name, audit=f"{name}_audit")
+    spark = request.getfixturevalue("spark")
+    for schema in names:
+        spark.sql(f"drop schema if exists {schema} cascade")
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("WAL_LAKE_RAW_SCHEMA", names.raw)
+        env.setenv("WAL_LAKE_SCHEMA", names.models)
+        yield names
 
 
 @pytest.fixture(scope="session")

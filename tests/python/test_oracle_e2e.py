@@ -24,7 +24,6 @@ from python_jobs.lsn import parse_lsn
 from testkit import oracle, soak
 
 SEEDS = range(1, 21)
-RAW = "wal_lake_raw"
 ACTIONS = {"I": "insert", "U": "update", "D": "delete", "T": "truncate", "M": "message", "R": "read"}
 
 
@@ -62,18 +61,17 @@ def run_seeds(dsn: str, seeds, landing) -> dict[str, dict]:
 
 
 @pytest.mark.postgres
-def test_models_equal_postgres_after_live_capture(postgres, spark, dbt, tmp_path):
-    spark.sql(f"drop schema if exists {RAW} cascade")
+def test_models_equal_postgres_after_live_capture(postgres, spark, dbt, schemas, tmp_path):
     landing = tmp_path / "landing"
     truth = run_seeds(postgres.dsn(), SEEDS[:10], landing)
-    first = ingest.run(spark, str(landing))
+    first = ingest.run(spark, str(landing), schema=schemas.raw)
     assert first.balanced and first.rejected == 0, first.line()
     dbt("seed")
     dbt("run", "--full-refresh", "-s", "+consumer_records", "+sequin_violations")
 
     truth |= run_seeds(postgres.dsn(), SEEDS[10:], landing)
-    second = ingest.run(spark, str(landing))
-    again = ingest.run(spark, str(landing))
+    second = ingest.run(spark, str(landing), schema=schemas.raw)
+    again = ingest.run(spark, str(landing), schema=schemas.raw)
     assert second.balanced and second.rejected == 0, second.line()
     assert again.files == 0 and again.landed == 0, again.line()
     dbt("run", "-s", "+consumer_records", "+sequin_violations")
@@ -83,7 +81,7 @@ def test_models_equal_postgres_after_live_capture(postgres, spark, dbt, tmp_path
     problems = []
     for source_id, t in sorted(truth.items()):
         expected = {table: rows for table, rows in t["state"].items()}
-        actual = consumer_state(spark_query(spark), "wal_lake", source_id)
+        actual = consumer_state(spark_query(spark), schemas.models, source_id)
         for table in expected:
             actual.setdefault(table, [])
         problems += [
@@ -92,7 +90,7 @@ def test_models_equal_postgres_after_live_capture(postgres, spark, dbt, tmp_path
         sequin = [
             (r.commit_lsn, r.commit_idx, r.action)
             for r in spark.sql(
-                "select commit_lsn, commit_idx, action from wal_lake.sequin_events "
+                f"select commit_lsn, commit_idx, action from {schemas.models}.sequin_events "
                 f"where source_id = '{source_id}' order by seq"
             ).collect()
         ]
