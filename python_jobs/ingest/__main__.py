@@ -2,6 +2,6 @@
 
 import sys
 
-from python_jobs.ingest.job import main
+from python_jobs.ingest.cli import main
 
 sys.exit(main())

@@ -43,6 +43,12 @@ ACTION_MESSAGE = "message"
 FORMAT_WAL2JSON = "wal2json"
 FORMAT_DEBEZIUM = "debezium"
 
+# A line's outcome as a format transform classifies it, before the ChangeSet splits the lines by it.
+KIND_EVENT = "event"
+KIND_REJECT = "reject"
+KIND_PENDING = "pending"
+KIND_CONTROL = "control"
+
 LINES_SCHEMA = StructType(
     [
         StructField("source_id", StringType()),
@@ -121,6 +127,14 @@ class ChangeSet:
 def conform(df: DataFrame, schema: StructType) -> DataFrame:
     """Select exactly ``schema``'s columns, in order, cast to its types (the output contract)."""
     return df.select(*[F.col(f.name).cast(f.dataType).alias(f.name) for f in schema.fields])
+
+
+def union_all(frames: list[DataFrame]) -> DataFrame:
+    """The frames' rows together, matched by column name (the frames of one output of several formats)."""
+    result = frames[0]
+    for frame in frames[1:]:
+        result = result.unionByName(frame)
+    return result
 
 
 def lsn_to_bigint(lsn: Column) -> Column:

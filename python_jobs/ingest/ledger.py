@@ -14,7 +14,8 @@ A batch is planned, executed, then marked done (docs/ingestion.md):
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, fields
+from datetime import datetime
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -33,6 +34,8 @@ REJECTS = "wal_rejects"
 FRONTIER = "wal_frontier"
 BATCHES = "wal_batches"
 FILES = "wal_files"
+
+DEFAULT_SCHEMA = "wal_lake_raw"
 
 _BATCH_COLUMNS = [StructField("batch_id", LongType()), StructField("ingested_at", TimestampType())]
 
@@ -98,6 +101,21 @@ class FileState:
         return self.next_line <= self.to_line
 
 
+@dataclass(frozen=True)
+class PlannedFile:
+    """One file of a batch's plan, as ``wal_batches`` holds it: its lines from ``from_line`` on are read."""
+
+    source_id: str
+    landing_file: str
+    source_format: str
+    from_line: int
+    file_size: int | None
+    modified_at: datetime | None  # None for a file re-read from its pending tail
+
+    def row(self, batch_id: int, planned_at: datetime) -> dict:
+        return {**asdict(self), "batch_id": batch_id, "planned_at": planned_at}
+
+
 class Ledger:
     """The raw schema's tables, as used by one ingestion run."""
 
@@ -106,7 +124,6 @@ class Ledger:
             raise ValueError(f"invalid target schema name: {schema!r}")
         self.spark = spark
         self.schema = schema
-        self.created: set[str] = set()
 
     def name(self, table: str) -> str:
         return f"{self.schema}.{table}"
@@ -145,22 +162,20 @@ class Ledger:
         txnVersion is not above the last one committed for its txnAppId, so reusing an id (say, after
         the ledger tables were dropped but wal_events kept) would silently drop a batch. Every write
         follows a plan, so the plans' greatest id is enough unless there are no plans at all."""
-        planned = 0
-        if BATCHES not in self.created:
-            planned = self.table(BATCHES).agg(F.max("batch_id")).first()[0] or 0
+        planned = self.table(BATCHES).agg(F.max("batch_id")).first()[0] or 0
         if planned:
             return max(planned, done), planned
-        tables = [t for t in (EVENTS, REJECTS, FRONTIER, FILES) if t not in self.created]
-        if not tables:
-            return done, planned
-        highest = self.table(tables[0]).select("batch_id")
-        for table in tables[1:]:
+        highest = self.table(EVENTS).select("batch_id")
+        for table in (REJECTS, FRONTIER, FILES):
             highest = highest.unionByName(self.table(table).select("batch_id"))
         return max(highest.agg(F.max("batch_id")).first()[0] or 0, done), planned
 
-    def plan_of(self, batch_id: int) -> list[dict]:
+    def plan_of(self, batch_id: int) -> tuple[datetime | None, list[PlannedFile]]:
+        """(when the batch was planned, its files), as written; (None, []) for a batch never planned."""
         rows = self.table(BATCHES).where(F.col("batch_id") == batch_id).collect()
-        return [row.asDict() for row in rows]
+        names = [f.name for f in fields(PlannedFile)]
+        planned_at = rows[0]["planned_at"] if rows else None
+        return planned_at, [PlannedFile(**{n: row[n] for n in names}) for row in rows]
 
     def file_rows(self) -> list[dict]:
         """Every outcome row of the ledger (one small row per file per batch that read it)."""

@@ -22,12 +22,7 @@ from __future__ import annotations
 
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
-from pyspark.sql.types import (
-    ArrayType,
-    StringType,
-    StructField,
-    StructType,
-)
+from pyspark.sql.types import ArrayType, StringType, StructField, StructType
 
 from python_jobs.ingest.changeset import (
     ACTION_DELETE,
@@ -38,6 +33,10 @@ from python_jobs.ingest.changeset import (
     ACTION_UPDATE,
     EVENTS_SCHEMA,
     FORMAT_WAL2JSON,
+    KIND_CONTROL,
+    KIND_EVENT,
+    KIND_PENDING,
+    KIND_REJECT,
     PENDING_SCHEMA,
     REJECTS_SCHEMA,
     ChangeSet,
@@ -68,12 +67,6 @@ ACTIONS = {
 CHANGE_CODES = list(ACTIONS)
 ROW_CODES = [CODE_INSERT, CODE_UPDATE, CODE_DELETE, CODE_READ]
 KNOWN_CODES = [CODE_BEGIN, CODE_COMMIT, *CHANGE_CODES]
-
-# Line outcomes inside the transform.
-KIND_EVENT = "event"
-KIND_REJECT = "reject"
-KIND_PENDING = "pending"
-KIND_CONTROL = "control"
 
 REASON_MALFORMED = "malformed JSON"
 REASON_EMPTY = "empty line"
@@ -226,16 +219,20 @@ def _number_transactions(numbered: DataFrame) -> DataFrame:
         )
     )
     return (
-        numbered.join(F.broadcast(offsets), on=["source_id", "landing_file"])
+        numbered.join(F.broadcast(offsets), on=["source_id", "landing_file"], how="inner")
         .withColumn("txn", F.col("txn_offset") + F.col("file_txn"))
         .drop("txn_offset", "file_txn")
     )
 
 
-def classify(numbered: DataFrame) -> DataFrame:
-    """One row per input line (of ``number_in_files``) with ``kind`` (event/reject/pending/control),
-    ``reason`` and the transaction it belongs to (``commit_lsn``, ``commit_idx``, ``commit_ts``).
-    The per-transaction windows are spread over ``(source_id, txn)``."""
+def _is_commit() -> Column:
+    return F.coalesce(F.col("code") == CODE_COMMIT, F.lit(False))
+
+
+def frame_transactions(numbered: DataFrame) -> DataFrame:
+    """Lines of ``number_in_files`` with their transaction: ``txn``, whether it has a commit, the xids
+    of its ``B`` and ``C``, ``commit_lsn``/``commit_ts`` from its ``C``, whether the line is inside it
+    (``in_txn``) and its ``commit_idx``. The windows are spread over ``(source_id, txn)``."""
     order = [F.col("landing_file"), F.col("landing_line")]
     in_txn_running = (
         Window.partitionBy("source_id", "txn").orderBy(*order).rowsBetween(Window.unboundedPreceding, 0)
@@ -245,9 +242,7 @@ def classify(numbered: DataFrame) -> DataFrame:
         .orderBy(*order)
         .rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
     )
-
-    is_begin = _is_begin()
-    is_commit = F.coalesce(F.col("code") == CODE_COMMIT, F.lit(False))
+    is_commit = _is_commit()
     # Postgres numbers the changes of a transaction whatever becomes of them here, so a change
     # rejected for its content keeps its slot: a line whose action is a change code counts.
     counts_as_change = F.col("r.action").isin(CHANGE_CODES) & ~F.col("non_tx_message")
@@ -256,11 +251,11 @@ def classify(numbered: DataFrame) -> DataFrame:
     def first_at_commit(value: Column) -> Column:
         return F.first(F.when(is_commit, value), ignorenulls=True).over(whole_txn)
 
-    staged = (
+    return (
         _number_transactions(numbered)
         .withColumn("commits_so_far", F.sum(is_commit.cast("int")).over(in_txn_running))
         .withColumn("has_commit", F.max(is_commit).over(whole_txn))
-        .withColumn("begin_xid", F.first(F.when(is_begin, F.col("xid_value")), True).over(whole_txn))
+        .withColumn("begin_xid", F.first(F.when(_is_begin(), F.col("xid_value")), True).over(whole_txn))
         .withColumn("commit_xid", first_at_commit(F.col("xid_value")))
         .withColumn("commit_lsn", first_at_commit(F.col("lsn_value")))
         .withColumn("commit_ts", first_at_commit(F.col("r.timestamp")))
@@ -275,6 +270,11 @@ def classify(numbered: DataFrame) -> DataFrame:
         )
     )
 
+
+def classify(numbered: DataFrame) -> DataFrame:
+    """One row per input line (of ``number_in_files``) with ``kind`` (event/reject/pending/control),
+    ``reason`` and the transaction it belongs to (``commit_lsn``, ``commit_idx``, ``commit_ts``)."""
+    is_commit = _is_commit()
     is_change = F.coalesce(F.col("code").isin(CHANGE_CODES) & ~F.col("non_tx_message"), F.lit(False))
     pending = (F.col("txn") > 0) & (F.col("txn") == F.col("last_txn")) & ~F.col("has_commit")
     xid_mismatch = F.concat(
@@ -302,10 +302,10 @@ def classify(numbered: DataFrame) -> DataFrame:
     kind = (
         F.when(pending, F.lit(KIND_PENDING))
         .when(F.col("reason").isNotNull(), F.lit(KIND_REJECT))
-        .when(is_begin | is_commit, F.lit(KIND_CONTROL))
+        .when(_is_begin() | is_commit, F.lit(KIND_CONTROL))
         .otherwise(F.lit(KIND_EVENT))
     )
-    return staged.withColumn("reason", reason).withColumn("kind", kind)
+    return frame_transactions(numbered).withColumn("reason", reason).withColumn("kind", kind)
 
 
 def _events(classified: DataFrame) -> DataFrame:

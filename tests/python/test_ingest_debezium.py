@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from python_jobs.ingest import debezium
+from python_jobs.ingest import debezium, debezium_envelope
 from python_jobs.ingest.changeset import EVENTS_SCHEMA, LINES_SCHEMA, PENDING_SCHEMA, REJECTS_SCHEMA
 from testkit import sample
 
@@ -382,7 +382,7 @@ def landed_without_registry(spark, sample_zone):
 @pytest.fixture(scope="module")
 def landed(spark):
     registry = spark.createDataFrame(
-        [("public", "customers", ["id"]), ("public", "accounts", ["id"])], debezium.REGISTRY_SCHEMA
+        [("public", "customers", ["id"]), ("public", "accounts", ["id"])], debezium_envelope.REGISTRY_SCHEMA
     )
     return _run(spark, _lines(spark, SCENARIOS), registry)
 
@@ -578,12 +578,12 @@ def test_rejects(landed):
         "malformed JSON",
         "empty line",
         "unknown op 'x'",
-        debezium.REASON_NOT_EVENT,
-        debezium.REASON_NO_LSN,
-        debezium.REASON_NO_TS,
-        debezium.REASON_NO_TXID,
-        debezium.REASON_NO_ROW,
-        debezium.REASON_KEY_MISSING,
+        debezium_envelope.REASON_NOT_EVENT,
+        debezium_envelope.REASON_NO_LSN,
+        debezium_envelope.REASON_NO_TS,
+        debezium_envelope.REASON_NO_TXID,
+        debezium_envelope.REASON_NO_ROW,
+        debezium_envelope.REASON_KEY_MISSING,
     ]
     assert [r["raw_line"] for r in out["rejects"]] == REJECTED
     assert out["events"] == [] and out["pending"] == [(FILE, len(REJECTED) + 1)]

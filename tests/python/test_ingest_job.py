@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from python_jobs.ingest import job
+from python_jobs.ingest import cli, job, plan
 from python_jobs.ingest.landing import LandingFile
-from python_jobs.ingest.ledger import BATCHES, EVENTS, FILES, FRONTIER, REJECTS, Ledger, totals
+from python_jobs.ingest.ledger import BATCHES, EVENTS, FILES, FRONTIER, REJECTS, Ledger, PlannedFile, totals
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "wal2json" / "accounts.jsonl"
 FIXTURE_LINES = FIXTURE.read_text().splitlines(keepends=True)
@@ -200,15 +200,15 @@ def test_a_crash_at_any_write_then_a_rerun_gives_the_undisturbed_result(spark, l
 
 
 def test_cli_fails_with_one_clear_line(spark, tmp_path, capsys):
-    assert job.main(["--landing", str(tmp_path / "nowhere")]) == 2
+    assert cli.main(["--landing", str(tmp_path / "nowhere")]) == 2
     assert capsys.readouterr().err.strip().startswith("ingest: error: landing path not found")
 
-    assert job.main(["--landing", str(tmp_path), "--format", "avro"]) == 2
+    assert cli.main(["--landing", str(tmp_path), "--format", "avro"]) == 2
     assert "unknown format 'avro'" in capsys.readouterr().err
 
     (tmp_path / "src").mkdir()
     (tmp_path / "src" / "0001.jsonl.gz").write_bytes(b"this is not gzip")
-    assert job.main(["--landing", str(tmp_path), "--target-schema", "ingest_test_cli"]) == 2
+    assert cli.main(["--landing", str(tmp_path), "--target-schema", "ingest_test_cli"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("ingest: error: cannot read landing file") and "0001.jsonl.gz" in err
     assert len(err.splitlines()) == 1
@@ -216,7 +216,7 @@ def test_cli_fails_with_one_clear_line(spark, tmp_path, capsys):
     with pytest.raises(job.IngestError, match="format 'avro' is not available"):
         job.transform_for("avro")
     with pytest.raises(SystemExit) as help_exit:
-        job.parse_args(["--help"])
+        cli.parse_args(["--help"])
     assert help_exit.value.code == 0
 
 
@@ -294,11 +294,11 @@ def test_a_backlog_lands_in_batches_of_bounded_size(spark, landing, schema):
         shutil.copy(FIXTURE, landing / "src" / f"{name}.jsonl")
     size = FIXTURE.stat().st_size
     files = [LandingFile("src", f"f{i}", s, 0) for i, s in enumerate([size, size, 3 * size, size])]
-    assert [f.path for f in job._within_bytes(files, 2 * size)] == ["f0", "f1"]
-    assert [f.path for f in job._within_bytes(files[2:], size)] == ["f2"]
-    assert [f.path for f in job._within_bytes(files, 10 * size)] == ["f0", "f1", "f2", "f3"]
-    assert job.parse_args(["--landing", "x"]).max_batch_size == job.DEFAULT_MAX_BATCH_BYTES
-    assert job.parse_args(["--landing", "x", "--max-batch-size", "2g"]).max_batch_size == 2 * 2**30
+    assert [f.path for f in plan.within_bytes(files, 2 * size)] == ["f0", "f1"]
+    assert [f.path for f in plan.within_bytes(files[2:], size)] == ["f2"]
+    assert [f.path for f in plan.within_bytes(files, 10 * size)] == ["f0", "f1", "f2", "f3"]
+    assert cli.parse_args(["--landing", "x"]).max_batch_size == plan.DEFAULT_MAX_BATCH_BYTES
+    assert cli.parse_args(["--landing", "x", "--max-batch-size", "2g"]).max_batch_size == 2 * 2**30
 
     unlimited = f"{schema}_unlimited"
     one, _ = ingest(spark, landing, unlimited, max_bytes_per_batch=None)
@@ -312,9 +312,13 @@ def test_a_large_batch_uses_more_shuffle_partitions_for_itself_only(spark, landi
     """A batch raises spark.sql.shuffle.partitions with its size (so a 10M-change batch does not put
     gigabytes in one task) and sets it back; the landed rows do not depend on the partitioning."""
     session_value = spark.conf.get("spark.sql.shuffle.partitions")
-    plan = [{"file_size": 10 * job.BATCH_PARTITION_BYTES + 1}, {"file_size": job.BATCH_PARTITION_BYTES}]
-    assert job._batch_partitions(spark, plan) == (session_value, max(int(session_value), 12))
-    assert job._batch_partitions(spark, [{"file_size": 10}]) == (session_value, int(session_value))
+
+    def sized(*sizes: int) -> list[PlannedFile]:
+        return [PlannedFile("src", f"f{i}", "wal2json", 1, size, None) for i, size in enumerate(sizes)]
+
+    sizes = sized(10 * job.BATCH_PARTITION_BYTES + 1, job.BATCH_PARTITION_BYTES)
+    assert job._batch_partitions(spark, sizes) == (session_value, max(int(session_value), 12))
+    assert job._batch_partitions(spark, sized(10)) == (session_value, int(session_value))
 
     shutil.copy(FIXTURE, landing / "src" / "0001.jsonl")
     shutil.copy(FIXTURE, landing / "src" / "0002.jsonl")

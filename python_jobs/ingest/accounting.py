@@ -1,0 +1,222 @@
+"""Accounting for every line: per planned file, lines read = landed + rejected + control + pending.
+
+The lines read are counted from the files' text, apart from the transforms, so the identity is a check
+on them: a batch whose counts do not add up fails before it is marked done. ``RunSummary`` adds the
+batches of a run up and checks the identity for the run and over everything ever landed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+from pyspark.sql import DataFrame, Row, SparkSession
+from pyspark.sql import functions as F
+
+from python_jobs.ingest.changeset import ChangeSet, union_all
+from python_jobs.ingest.errors import IngestError
+from python_jobs.ingest.landing import line_counts
+from python_jobs.ingest.ledger import FileState, PlannedFile
+
+KIND_LANDED = "landed"
+KIND_REJECTED = "rejected"
+KIND_CONTROL = "control"
+KIND_PENDING = "pending"
+KINDS = (KIND_LANDED, KIND_REJECTED, KIND_CONTROL, KIND_PENDING)
+
+
+@dataclass(frozen=True)
+class FileOutcome:
+    """What a batch made of one planned file: a row of ``wal_files`` without batch_id and done_at."""
+
+    source_id: str
+    landing_file: str
+    source_format: str
+    file_size: int | None
+    from_line: int
+    to_line: int
+    next_line: int  # where the next batch starts reading: the first pending line, or past the end
+    lines_read: int
+    landed: int
+    rejected: int
+    control: int
+    pending: int
+
+    def row(self, batch_id: int) -> dict:
+        return {**asdict(self), "batch_id": batch_id}
+
+    def state(self) -> FileState:
+        return FileState(
+            self.source_id,
+            self.landing_file,
+            self.source_format,
+            self.file_size,
+            self.to_line,
+            self.next_line,
+        )
+
+
+@dataclass(frozen=True)
+class BatchResult:
+    files: list[FileOutcome]
+    frontiers: dict[str, int | None]  # per source of the batch, its frontier after the batch
+    seconds: float = 0.0
+
+    @property
+    def landed(self) -> int:
+        return sum(o.landed for o in self.files)
+
+    @property
+    def rejected(self) -> int:
+        return sum(o.rejected for o in self.files)
+
+    @property
+    def control(self) -> int:
+        return sum(o.control for o in self.files)
+
+    @property
+    def pending(self) -> int:
+        return sum(o.pending for o in self.files)
+
+    @property
+    def lines_read(self) -> int:
+        return sum(o.lines_read for o in self.files)
+
+
+def _line_stats(sets: list[ChangeSet]) -> dict[tuple[str, str], Row]:
+    """Per (file, kind): the count of lines, the first and last line and the greatest commit_lsn."""
+
+    def tag(df: DataFrame, kind: str, lsn: str | None = None) -> DataFrame:
+        return df.select(
+            "landing_file",
+            "landing_line",
+            F.lit(kind).alias("kind"),
+            (F.col(lsn) if lsn else F.lit(None)).cast("bigint").alias("commit_lsn"),
+        )
+
+    tagged = []
+    for cs in sets:
+        tagged += [
+            tag(cs.events, KIND_LANDED, "commit_lsn"),
+            tag(cs.rejects, KIND_REJECTED),
+            tag(cs.pending, KIND_PENDING),
+        ]
+        if cs.control is not None:
+            tagged.append(tag(cs.control, KIND_CONTROL))
+    stats = (
+        union_all(tagged)
+        .groupBy("landing_file", "kind")
+        .agg(
+            F.count("*").alias("n"),
+            F.min("landing_line").alias("first"),
+            F.max("landing_line").alias("last"),
+            F.max("commit_lsn").alias("lsn"),
+        )
+    )
+    return {(r.landing_file, r.kind): r for r in stats.collect()}
+
+
+def _outcome(
+    p: PlannedFile, lines_in_file: int, stats: dict[tuple[str, str], Row], checks_control: bool
+) -> FileOutcome:
+    """One file's outcome, checked: the counts add up and the pending lines are a tail of the file."""
+    path = p.landing_file
+    to_line = max(lines_in_file, p.from_line - 1)
+    n_read = to_line - p.from_line + 1
+    landed, rejected, control, pending = (stats[(path, k)].n if (path, k) in stats else 0 for k in KINDS)
+    if not checks_control:
+        control = n_read - landed - rejected - pending
+    if landed + rejected + control + pending != n_read or control < 0:
+        raise IngestError(
+            f"accounting identity broken for {path}: read {n_read} != landed {landed} + rejected "
+            f"{rejected} + control {control} + pending {pending} (a transform bug)"
+        )
+    first_pending = stats[(path, KIND_PENDING)].first if pending else None
+    if pending and to_line - first_pending + 1 != pending:
+        raise IngestError(f"pending lines of {path} are not a tail of the file (a transform bug)")
+    return FileOutcome(
+        source_id=p.source_id,
+        landing_file=path,
+        source_format=p.source_format,
+        file_size=p.file_size,
+        from_line=p.from_line,
+        to_line=to_line,
+        next_line=first_pending if pending else to_line + 1,
+        lines_read=n_read,
+        landed=landed,
+        rejected=rejected,
+        control=control,
+        pending=pending,
+    )
+
+
+def file_outcomes(
+    spark: SparkSession, sets: list[ChangeSet], plan: list[PlannedFile]
+) -> tuple[list[FileOutcome], dict[str, int]]:
+    """Per planned file its checked outcome; and per source the greatest commit_lsn landed."""
+    lines_in_file = line_counts(spark, sorted({p.landing_file for p in plan}))
+    stats = _line_stats(sets)
+    # A transform that leaves ChangeSet.control None has its control lines counted as the remainder.
+    checks_control = all(cs.control is not None for cs in sets)
+    outcomes = [_outcome(p, lines_in_file.get(p.landing_file, 0), stats, checks_control) for p in plan]
+    landed_max: dict[str, int] = {}
+    for p in plan:
+        if (p.landing_file, KIND_LANDED) in stats:
+            lsn = stats[(p.landing_file, KIND_LANDED)].lsn
+            landed_max[p.source_id] = max(lsn, landed_max.get(p.source_id, lsn))
+    return outcomes, landed_max
+
+
+@dataclass
+class RunSummary:
+    batches: int = 0
+    files: int = 0
+    lines_read: int = 0
+    reread: int = 0  # lines read again because an earlier batch of this run left them pending
+    landed: int = 0
+    rejected: int = 0
+    control: int = 0
+    pending_end: int = 0
+    seconds: float = 0.0
+    run_pending: dict[str, int] = field(default_factory=dict, repr=False)
+    overall: dict[str, int] = field(default_factory=dict)  # ledger.totals after the run
+
+    def add(self, plan: list[PlannedFile], result: BatchResult) -> None:
+        """Count a finished batch in."""
+        self.reread += sum(self.run_pending.get(p.landing_file, 0) for p in plan)
+        self.run_pending.update((o.landing_file, o.pending) for o in result.files)
+        self.batches += 1
+        self.files += len(plan)
+        self.lines_read += result.lines_read
+        self.landed += result.landed
+        self.rejected += result.rejected
+        self.control += result.control
+
+    def batch_line(self, batch_id: int, plan: list[PlannedFile], result: BatchResult) -> str:
+        """The progress line of a batch just added."""
+        rate = result.lines_read / result.seconds if result.seconds else 0
+        return (
+            f"batch {batch_id}: {len(plan)} files, {result.lines_read:,} lines -> landed {result.landed:,}, "
+            f"rejected {result.rejected:,}, control {result.control:,}, pending {result.pending:,} "
+            f"({rate:,.0f} lines/s); done so far: {self.files} files, {self.lines_read:,} lines"
+        )
+
+    @property
+    def balanced(self) -> bool:
+        run_ok = (
+            self.lines_read - self.reread == self.landed + self.rejected + self.control + self.pending_end
+        )
+        o = self.overall
+        overall_ok = not o or o["lines"] == o["landed"] + o["rejected"] + o["control"] + o["pending"]
+        return run_ok and overall_ok
+
+    def line(self) -> str:
+        rate = self.lines_read / self.seconds if self.seconds else 0.0
+        check = "ok" if self.balanced else "MISMATCH"
+        o = self.overall
+        return (
+            f"ingest: {self.batches} batches, {self.files} files in {self.seconds:.1f}s "
+            f"({rate:,.0f} lines/s); lines read {self.lines_read - self.reread:,} = "
+            f"landed {self.landed:,} + rejected {self.rejected:,} + control {self.control:,} "
+            f"+ pending {self.pending_end:,}; overall {o.get('lines', 0):,} = {o.get('landed', 0):,} "
+            f"+ {o.get('rejected', 0):,} + {o.get('control', 0):,} + {o.get('pending', 0):,} [{check}]"
+        )

@@ -1,0 +1,267 @@
+"""Debezium lines -> the event envelope, its key and the per-line checks (the first half of the
+``debezium`` transform; ``debezium`` gives the events their positions). Pure DataFrame code, no UDFs.
+
+A line is one event in any of the shapes a Kafka Connect sink writes: the bare value
+(``{"before":…,"after":…,"source":…,"op":…}``), the value in the schema wrapper
+(``{"schema":…,"payload":{…}}``), or the Kafka key beside the value (``{"key":…,"value":…}``, each
+part possibly schema-wrapped). Tombstones (``"value": null``) and transaction metadata records
+(``{"status":"BEGIN"|"END",…}``) carry no change: they are control lines.
+
+Keys come from the Kafka key when the line carries one, else from the table ``registry`` the user
+declares (columns ``source_schema``, ``source_table``, ``key_columns``). A change whose key columns
+cannot be known is rejected, never keyed on a guess.
+
+Values: strings are their content, JSON numbers their exact text, nested JSON its JSON text, a column
+sent as ``__debezium_unavailable_value`` (an unchanged TOASTed value) is absent from ``record``.
+Debezium encodes ``numeric`` per ``decimal.handling.mode``: ``string`` (recommended) or ``double``
+land readable text; ``precise`` (the default) sends base64 bytes, which land as that text.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.types import ArrayType, LongType, MapType, StringType, StructField, StructType
+
+from python_jobs.ingest.changeset import (
+    ACTION_DELETE,
+    ACTION_INSERT,
+    ACTION_MESSAGE,
+    ACTION_READ,
+    ACTION_TRUNCATE,
+    ACTION_UPDATE,
+)
+
+# Debezium op codes.
+OP_CREATE = "c"
+OP_UPDATE = "u"
+OP_DELETE = "d"
+OP_READ = "r"
+OP_TRUNCATE = "t"
+OP_MESSAGE = "m"
+
+ACTIONS = {
+    OP_CREATE: ACTION_INSERT,
+    OP_UPDATE: ACTION_UPDATE,
+    OP_DELETE: ACTION_DELETE,
+    OP_READ: ACTION_READ,
+    OP_TRUNCATE: ACTION_TRUNCATE,
+    OP_MESSAGE: ACTION_MESSAGE,
+}
+ROW_OPS = [OP_CREATE, OP_UPDATE, OP_DELETE, OP_READ]
+TABLE_OPS = [*ROW_OPS, OP_TRUNCATE]
+
+UNAVAILABLE = "__debezium_unavailable_value"
+# The placeholder as Debezium sends it for an array column.
+UNAVAILABLE_ARRAY = f'["{UNAVAILABLE}"]'
+SNAPSHOT_LAST = "last"
+TX_STATUS_BEGIN = "BEGIN"
+TX_STATUS_END = "END"
+
+REASON_EMPTY = "empty line"
+REASON_MALFORMED = "malformed JSON"
+REASON_NOT_EVENT = "not a Debezium change event (no op)"
+REASON_NO_LSN = "missing source.lsn"
+REASON_NO_TS = "missing source.ts_ms"
+REASON_NO_TXID = "missing source.txId"
+REASON_NO_TABLE = "missing source.schema or source.table"
+REASON_NO_ROW = "missing after (create/update/read) or before and key (delete)"
+REASON_KEY_MISSING = "a key column's value is missing from the row"
+
+CORRUPT = "_corrupt_record"
+
+# Spark's JSON reader turns a JSON float into a double before it becomes text (10.50 -> "10.5").
+# Quoting every non-integer number that is the value of a key keeps its exact text (integers keep
+# theirs anyway, and the envelope's integer fields must stay numbers). The look-behind skips an
+# escaped quote, i.e. text inside a JSON string; the look-ahead keeps an invalid number invalid.
+_FLOAT_VALUE = (
+    r'(?<!\\)("\s*:\s*)'
+    r"(-?(?:0|[1-9][0-9]*)(?:\.[0-9]+(?:[eE][+-]?[0-9]+)?|[eE][+-]?[0-9]+))"
+    r"(?=\s*[,}\]])"
+)
+
+_WRAPPER = StructType(
+    [
+        StructField("key", StringType()),
+        StructField("value", StringType()),
+        StructField("schema", StringType()),
+        StructField("payload", StringType()),
+        StructField("op", StringType()),
+        StructField("status", StringType()),
+        StructField(CORRUPT, StringType()),
+    ]
+)
+_ROW = MapType(StringType(), StringType())
+_SOURCE = StructType(
+    [
+        StructField("version", StringType()),
+        StructField("connector", StringType()),
+        StructField("name", StringType()),
+        StructField("ts_ms", LongType()),
+        StructField("snapshot", StringType()),
+        StructField("db", StringType()),
+        StructField("sequence", StringType()),
+        StructField("schema", StringType()),
+        StructField("table", StringType()),
+        StructField("txId", LongType()),
+        StructField("lsn", LongType()),
+        StructField("xmin", LongType()),
+    ]
+)
+ENVELOPE_SCHEMA = StructType(
+    [
+        StructField("op", StringType()),
+        StructField("ts_ms", LongType()),
+        StructField("before", _ROW),
+        StructField("after", _ROW),
+        StructField("source", _SOURCE),
+        StructField(
+            "transaction",
+            StructType(
+                [
+                    StructField("id", StringType()),
+                    StructField("total_order", LongType()),
+                    StructField("data_collection_order", LongType()),
+                ]
+            ),
+        ),
+        StructField(
+            "message", StructType([StructField("prefix", StringType()), StructField("content", StringType())])
+        ),
+        # Transaction metadata records.
+        StructField("status", StringType()),
+        StructField("id", StringType()),
+        StructField("event_count", LongType()),
+    ]
+)
+REGISTRY_SCHEMA = StructType(
+    [
+        StructField("source_schema", StringType()),
+        StructField("source_table", StringType()),
+        StructField("key_columns", ArrayType(StringType())),
+    ]
+)
+
+
+def _unwrap(text: Column) -> Column:
+    """The payload of a schema-wrapped JSON object, else the object itself (both as JSON text)."""
+    wrapped = F.from_json(text, "schema string, payload string, op string")
+    return F.when(
+        wrapped["schema"].isNotNull() & wrapped["payload"].isNotNull() & wrapped["op"].isNull(),
+        wrapped["payload"],
+    ).otherwise(text)
+
+
+def available(row: Column) -> Column:
+    """The row without the columns Debezium sent as unavailable (unchanged TOASTed values)."""
+    return F.map_filter(row, lambda _, v: v.isNull() | ~v.isin(UNAVAILABLE, UNAVAILABLE_ARRAY))
+
+
+def key_text(key_columns: Column, row: Column, fallback: Column) -> Column:
+    """Key values in key order as a JSON array of texts; null when one is missing."""
+    texts = F.transform(key_columns, lambda k: F.coalesce(F.element_at(row, k), F.element_at(fallback, k)))
+    return F.when(~F.exists(texts, lambda t: t.isNull()), F.to_json(texts))
+
+
+def _read(lines: DataFrame, registry: DataFrame | None) -> DataFrame:
+    """Lines with the wrapper ``w``, the envelope ``e``, the Kafka key and the registry's ``declared_key``."""
+    quoted = F.regexp_replace(F.col("line"), F.lit(_FLOAT_VALUE), F.lit('$1"$2"'))
+    w = F.col("w")
+    keyed = (
+        w["op"].isNull()
+        & w["payload"].isNull()
+        & w["status"].isNull()
+        & (w["key"].isNotNull() | w["value"].isNotNull())
+    )
+    src = F.col("e")["source"]
+    parsed = (
+        lines.withColumn(
+            "w", F.from_json(quoted, _WRAPPER, {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT})
+        )
+        .withColumn("keyed", F.coalesce(keyed, F.lit(False)))
+        .withColumn(
+            "e", F.from_json(_unwrap(F.when(F.col("keyed"), w["value"]).otherwise(quoted)), ENVELOPE_SCHEMA)
+        )
+        .withColumn("kafka_key", F.from_json(_unwrap(F.when(F.col("keyed"), w["key"])), _ROW))
+    )
+    if registry is None:
+        registry = lines.sparkSession.createDataFrame([], REGISTRY_SCHEMA)
+    declared = registry.groupBy("source_schema", "source_table").agg(
+        F.min("key_columns").alias("declared_key")
+    )
+    return parsed.join(
+        F.broadcast(declared),
+        (src["schema"] == F.col("source_schema")) & (src["table"] == F.col("source_table")),
+        how="left",
+    ).drop("source_schema", "source_table")
+
+
+def _tombstone() -> Column:
+    return F.col("keyed") & F.col("w")["value"].isNull()
+
+
+def _tx_marker() -> Column:
+    e = F.col("e")
+    return e["op"].isNull() & e["status"].isin(TX_STATUS_BEGIN, TX_STATUS_END)
+
+
+def _line_error() -> Column:
+    """Why a line has no place among the events at all (it is rejected without a position)."""
+    w, e = F.col("w"), F.col("e")
+    src, op = e["source"], e["op"]
+    return (
+        F.when(F.trim(F.col("line")) == "", F.lit(REASON_EMPTY))
+        .when(w.isNull() | w[CORRUPT].isNotNull(), F.lit(REASON_MALFORMED))
+        .when(_tombstone() | _tx_marker(), F.lit(None))
+        .when(op.isNull(), F.lit(REASON_NOT_EVENT))
+        .when(~op.isin(list(ACTIONS)), F.concat(F.lit("unknown op '"), op, F.lit("'")))
+        .when(src["lsn"].isNull(), F.lit(REASON_NO_LSN))
+        .when(src["ts_ms"].isNull(), F.lit(REASON_NO_TS))
+        .when(src["txId"].isNull() & (op != OP_READ) & (op != OP_MESSAGE), F.lit(REASON_NO_TXID))
+        .when(op.isin(TABLE_OPS) & (src["schema"].isNull() | src["table"].isNull()), F.lit(REASON_NO_TABLE))
+    )
+
+
+def _content_error() -> Column:
+    """Why an event with a position cannot land: it is rejected but keeps its slot in the transaction."""
+    e = F.col("e")
+    src, op = e["source"], e["op"]
+    is_row_op = op.isin(ROW_OPS)
+    no_key = F.concat(
+        F.lit("no key columns for "),
+        F.concat_ws(".", src["schema"], src["table"]),
+        F.lit(": the line carries no Kafka key and the table registry declares none"),
+    )
+    no_row = F.when(op == OP_DELETE, available(e["before"]).isNull() & F.col("kafka_key").isNull()).otherwise(
+        available(e["after"]).isNull()
+    )
+    return (
+        F.when(is_row_op & no_row, F.lit(REASON_NO_ROW))
+        .when(is_row_op & F.col("key_columns").isNull(), no_key)
+        .when(is_row_op & F.col("record_pk").isNull(), F.lit(REASON_KEY_MISSING))
+    )
+
+
+def parse(lines: DataFrame, registry: DataFrame | None = None) -> DataFrame:
+    """Lines -> lines with the event envelope ``e``, its key, and the per-line checks."""
+    e = F.col("e")
+    op = e["op"]
+    is_row_op = op.isin(ROW_OPS)
+    kafka_key_columns = F.when(F.size(F.col("kafka_key")) > 0, F.map_keys(F.col("kafka_key")))
+    row = F.when(op == OP_DELETE, available(e["before"])).otherwise(available(e["after"]))
+    non_tx_message = (op == OP_MESSAGE) & e["source"]["txId"].isNull()
+    return (
+        _read(lines, registry)
+        .withColumn("key_columns", F.when(is_row_op, F.coalesce(kafka_key_columns, F.col("declared_key"))))
+        .withColumn("row", row)
+        .withColumn(
+            "record_pk", F.when(is_row_op, key_text(F.col("key_columns"), F.col("row"), F.col("kafka_key")))
+        )
+        .withColumn("line_error", _line_error())
+        .withColumn("content_error", F.when(F.col("line_error").isNull(), _content_error()))
+        .withColumn(
+            "control", F.coalesce(_tombstone() | _tx_marker(), F.lit(False)) & F.col("w")[CORRUPT].isNull()
+        )
+        .withColumn("non_tx_message", F.coalesce(non_tx_message, F.lit(False)))
+        .withColumn("is_snapshot", F.coalesce(op == OP_READ, F.lit(False)))
+    )

@@ -1,0 +1,113 @@
+"""Planning a batch: which files it reads, from which line, in which format; and writing that plan ahead.
+
+A batch takes the new files (names never planned), in ``(source_id, path)`` order, up to a count and a
+size, plus, for every source with new files, the files whose trailing transaction was pending, from
+their first pending line. Once the plan is in ``wal_batches`` the batch's input is fixed
+(docs/ingestion.md).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from pyspark.sql import SparkSession
+
+from python_jobs.ingest.changeset import FORMAT_DEBEZIUM, FORMAT_WAL2JSON
+from python_jobs.ingest.errors import IngestError
+from python_jobs.ingest.landing import LandingFile, probe
+from python_jobs.ingest.ledger import BATCHES, SCHEMAS, FileState, Ledger, PlannedFile
+
+FORMAT_AUTO = "auto"
+FORMATS = (FORMAT_AUTO, FORMAT_WAL2JSON, FORMAT_DEBEZIUM)
+
+# Landing text (new files, as stored) per batch by default. A batch parses, frames and caches all of its
+# lines at once, so its memory grows with it; this keeps a backlog of any size within a 4 GB driver
+# (a 6.5 GB landing zone in one batch ran it out of heap). About 800k wal2json changes per batch.
+DEFAULT_MAX_BATCH_BYTES = 512 * 2**20
+
+
+def plan_new_batch(
+    spark: SparkSession,
+    listed: list[LandingFile],
+    states: dict[str, FileState],
+    source_format: str,
+    max_files: int | None,
+    max_bytes: int | None,
+) -> list[PlannedFile]:
+    """The next batch's files: pending tails first, then the new files; [] when nothing is new."""
+    new = [f for f in listed if f.path not in states]
+    if max_files:
+        new = new[:max_files]
+    if max_bytes:
+        new = within_bytes(new, max_bytes)
+    if not new:
+        return []
+    return _pending_tails(listed, states, {f.source_id for f in new}) + _new_files(
+        spark, new, states, source_format
+    )
+
+
+def _pending_tails(
+    listed: list[LandingFile], states: dict[str, FileState], sources: set[str]
+) -> list[PlannedFile]:
+    """The files of ``sources`` still present whose trailing transaction waits for its commit."""
+    present = {f.path for f in listed}
+    return [
+        PlannedFile(s.source_id, s.landing_file, s.source_format, s.next_line, s.file_size, None)
+        for s in sorted(states.values(), key=lambda s: s.landing_file)
+        if s.pending and s.source_id in sources and s.landing_file in present
+    ]
+
+
+def _new_files(
+    spark: SparkSession, new: list[LandingFile], states: dict[str, FileState], source_format: str
+) -> list[PlannedFile]:
+    """The new files from line 1, each with its format: the one asked for, else detected from the file,
+    else the format its source had so far, else wal2json. Every file is opened once to fail early."""
+    known = {s.source_id: s.source_format for s in states.values()}
+    planned = []
+    for f in new:
+        if source_format == FORMAT_AUTO:
+            fmt = probe(spark, f.path, detect=True) or known.get(f.source_id) or FORMAT_WAL2JSON
+        else:
+            probe(spark, f.path, detect=False)
+            fmt = source_format
+        known.setdefault(f.source_id, fmt)
+        modified_at = datetime.fromtimestamp(f.modified_ms / 1000, UTC)
+        planned.append(PlannedFile(f.source_id, f.path, fmt, 1, f.size, modified_at))
+    return planned
+
+
+def within_bytes(files: list[LandingFile], max_bytes: int) -> list[LandingFile]:
+    """The leading files whose sizes add up to at most ``max_bytes``; always at least one, so a file
+    larger than the limit lands in a batch of its own."""
+    taken, total = [], 0
+    for f in files:
+        if taken and total + f.size > max_bytes:
+            break
+        taken.append(f)
+        total += f.size
+    return taken
+
+
+def check_unchanged(listed: list[LandingFile], states: dict[str, FileState], plan: list[PlannedFile]) -> None:
+    """Fail when a listed file's size differs from the one planned or landed: landing files are immutable."""
+    sizes = {p.landing_file: p.file_size for p in plan}
+    sizes.update({path: s.file_size for path, s in states.items()})
+    for f in listed:
+        if f.path in sizes and sizes[f.path] != f.size:
+            raise IngestError(
+                f"landing file changed after it was planned or landed ({sizes[f.path]} -> {f.size} bytes): "
+                f"{f.path}; landing files must be immutable (write them elsewhere, then move them in)"
+            )
+
+
+def write_plan(ledger: Ledger, batch_id: int, planned_at: datetime, plan: list[PlannedFile]) -> None:
+    """Append the plan to ``wal_batches`` in one commit, and check that no other run planned this batch."""
+    rows = [p.row(batch_id, planned_at) for p in plan]
+    ledger.append(BATCHES, ledger.spark.createDataFrame(rows, SCHEMAS[BATCHES]), batch_id)
+    _, stored = ledger.plan_of(batch_id)
+    if {(p.landing_file, p.from_line) for p in stored} != {(p.landing_file, p.from_line) for p in plan}:
+        raise IngestError(
+            f"batch {batch_id} was planned by another ingestion run at the same time; run one at a time"
+        )
