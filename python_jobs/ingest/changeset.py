@@ -129,6 +129,22 @@ def conform(df: DataFrame, schema: StructType) -> DataFrame:
     return df.select(*[F.col(f.name).cast(f.dataType).alias(f.name) for f in schema.fields])
 
 
+def split_classified(shared: DataFrame, events: DataFrame, upstream: tuple[DataFrame, ...] = ()) -> ChangeSet:
+    """A format's classified lines (with ``kind`` and ``reason``) and the events it built from them ->
+    ChangeSet. Rejects, pending and control lines are split off alike whatever the format."""
+    rejects = shared.where(F.col("kind") == KIND_REJECT).select(
+        "source_id", "landing_file", "landing_line", F.col("line").alias("raw_line"), "reason"
+    )
+    return ChangeSet(
+        events=conform(events, EVENTS_SCHEMA),
+        rejects=conform(rejects, REJECTS_SCHEMA),
+        pending=conform(shared.where(F.col("kind") == KIND_PENDING), PENDING_SCHEMA),
+        control=conform(shared.where(F.col("kind") == KIND_CONTROL), PENDING_SCHEMA),
+        shared=shared,
+        upstream=upstream,
+    )
+
+
 def union_all(frames: list[DataFrame]) -> DataFrame:
     """The frames' rows together, matched by column name (the frames of one output of several formats)."""
     result = frames[0]

@@ -38,16 +38,13 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, StringType
 
 from python_jobs.ingest.changeset import (
-    EVENTS_SCHEMA,
     FORMAT_DEBEZIUM,
     KIND_CONTROL,
     KIND_EVENT,
     KIND_PENDING,
     KIND_REJECT,
-    PENDING_SCHEMA,
-    REJECTS_SCHEMA,
     ChangeSet,
-    conform,
+    split_classified,
 )
 from python_jobs.ingest.debezium_envelope import (
     ACTIONS,
@@ -193,23 +190,10 @@ def _events(classified: DataFrame) -> DataFrame:
     )
 
 
-def _lines_of(classified: DataFrame, kind: str) -> DataFrame:
-    return conform(classified.where(F.col("kind") == kind), PENDING_SCHEMA)
-
-
 def transform(lines: DataFrame, registry: DataFrame | None = None) -> ChangeSet:
     """Debezium lines (source_id, landing_file, landing_line, line) -> ChangeSet.
 
     ``registry`` declares the key columns of tables whose lines carry no Kafka key.
     """
     shared = classify(lines, registry)
-    rejects = shared.where(F.col("kind") == KIND_REJECT).select(
-        "source_id", "landing_file", "landing_line", F.col("line").alias("raw_line"), "reason"
-    )
-    return ChangeSet(
-        events=conform(_events(shared), EVENTS_SCHEMA),
-        rejects=conform(rejects, REJECTS_SCHEMA),
-        pending=_lines_of(shared, KIND_PENDING),
-        control=_lines_of(shared, KIND_CONTROL),
-        shared=shared,
-    )
+    return split_classified(shared, _events(shared))

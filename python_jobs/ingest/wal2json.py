@@ -31,17 +31,14 @@ from python_jobs.ingest.changeset import (
     ACTION_READ,
     ACTION_TRUNCATE,
     ACTION_UPDATE,
-    EVENTS_SCHEMA,
     FORMAT_WAL2JSON,
     KIND_CONTROL,
     KIND_EVENT,
     KIND_PENDING,
     KIND_REJECT,
-    PENDING_SCHEMA,
-    REJECTS_SCHEMA,
     ChangeSet,
-    conform,
     lsn_to_bigint,
+    split_classified,
 )
 
 # wal2json record codes.
@@ -356,10 +353,6 @@ def _events(classified: DataFrame) -> DataFrame:
     )
 
 
-def _lines_of(classified: DataFrame, kind: str) -> DataFrame:
-    return conform(classified.where(F.col("kind") == kind), PENDING_SCHEMA)
-
-
 def transform(lines: DataFrame) -> ChangeSet:
     """wal2json lines (source_id, landing_file, landing_line, line) -> ChangeSet."""
     numbered = number_in_files(lines)
@@ -382,14 +375,4 @@ def transform(lines: DataFrame) -> ChangeSet:
         "commit_idx",
         "commit_ts",
     )
-    rejects = shared.where(F.col("kind") == KIND_REJECT).select(
-        "source_id", "landing_file", "landing_line", F.col("line").alias("raw_line"), "reason"
-    )
-    return ChangeSet(
-        events=conform(_events(shared), EVENTS_SCHEMA),
-        rejects=conform(rejects, REJECTS_SCHEMA),
-        pending=_lines_of(shared, KIND_PENDING),
-        control=_lines_of(shared, KIND_CONTROL),
-        shared=shared,
-        upstream=(numbered,),
-    )
+    return split_classified(shared, _events(shared), upstream=(numbered,))
