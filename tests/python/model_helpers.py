@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import json
+import os
 from datetime import UTC, datetime, timedelta
 
 from python_jobs.demo import consumer_records, spark_query
 
-RAW_SCHEMA = "wal_lake_raw"
+
+def raw_schema() -> str:
+    """Where the models' sources are: the test module's own raw schema (conftest's ``schemas``)."""
+    return os.environ.get("WAL_LAKE_RAW_SCHEMA", "wal_lake_raw")
+
 
 WAL_EVENTS_DDL = """
     source_id string, commit_lsn bigint, commit_idx int, change_lsn bigint, xid bigint,
@@ -25,13 +30,13 @@ EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def reset_raw_tables(spark) -> None:
-    spark.sql(f"create database if not exists {RAW_SCHEMA}")
+    spark.sql(f"create database if not exists {raw_schema()}")
     for name, ddl in (
         ("wal_events", WAL_EVENTS_DDL),
         ("wal_frontier", WAL_FRONTIER_DDL),
         ("wal_rejects", WAL_REJECTS_DDL),
     ):
-        spark.sql(f"create or replace table {RAW_SCHEMA}.{name} ({ddl}) using delta")
+        spark.sql(f"create or replace table {raw_schema()}.{name} ({ddl}) using delta")
 
 
 def change(
@@ -75,7 +80,7 @@ def land(spark, changes: list[dict], batch_id: int, frontier: dict[str, int] | N
     rows = [{**c, "batch_id": batch_id, "ingested_at": now} for c in changes]
     if rows:
         df = spark.createDataFrame(rows, schema=WAL_EVENTS_DDL)
-        df.write.format("delta").mode("append").saveAsTable(f"{RAW_SCHEMA}.wal_events")
+        df.write.format("delta").mode("append").saveAsTable(f"{raw_schema()}.wal_events")
     if frontier is None:
         frontier = {}
         for c in changes:
@@ -83,11 +88,11 @@ def land(spark, changes: list[dict], batch_id: int, frontier: dict[str, int] | N
     if frontier:
         spark.createDataFrame(
             [(s, lsn, batch_id, now) for s, lsn in frontier.items()], schema=WAL_FRONTIER_DDL
-        ).write.format("delta").mode("append").saveAsTable(f"{RAW_SCHEMA}.wal_frontier")
+        ).write.format("delta").mode("append").saveAsTable(f"{raw_schema()}.wal_frontier")
 
 
 def consumer_state(spark, consumer: str = "all_tables") -> dict:
     """consumer_records as {(table, record_pk): record dict} for one consumer: keyed by record_pk,
     so a test names a record as the model does."""
-    records = consumer_records(spark_query(spark), "wal_lake", consumer)
+    records = consumer_records(spark_query(spark), os.environ.get("WAL_LAKE_SCHEMA", "wal_lake"), consumer)
     return {(r.source_table, r.record_pk): r.record for r in records}

@@ -63,7 +63,7 @@ CHANGES = [
 
 
 @pytest.fixture(scope="module")
-def docs_target(spark, dbt) -> Path:
+def docs_target(spark, dbt, schemas) -> Path:
     reset_raw_tables(spark)
     dbt("seed", "--full-refresh")
     land(spark, CHANGES, batch_id=1)
@@ -72,21 +72,21 @@ def docs_target(spark, dbt) -> Path:
     return Path(os.environ["DBT_TARGET_PATH"])
 
 
-def test_typed_views_return_typed_values(spark, docs_target):
-    types = dict(spark.table("wal_lake.current_customers").dtypes)
+def test_typed_views_return_typed_values(spark, schemas, docs_target):
+    types = dict(spark.table(f"{schemas.models}.current_customers").dtypes)
     assert types["id"] == "bigint"
     assert types["updated_at"] == "timestamp"
-    customers = spark.table("wal_lake.current_customers").collect()
+    customers = spark.table(f"{schemas.models}.current_customers").collect()
     assert len(customers) == 1  # customer 2 was deleted
     row = customers[0]
     assert (row.id, row.email, row.name, row.bio) == (1, "ada@example.com", "Ada", "first customer")
     assert row.updated_at == datetime(2026, 1, 1, 10, 0)  # session time zone is UTC
     assert (row.source_id, row.record_pk, row.commit_lsn_text) == ("src", '["1"]', "0/3E8")
 
-    order = spark.table("wal_lake.current_orders").collect()[0]
+    order = spark.table(f"{schemas.models}.current_orders").collect()[0]
     assert (order.id, order.customer_id, order.total) == (7, 1, Decimal("10.50"))
     assert order.placed_at == datetime(2026, 1, 1, 10, 5, 0, 123456)  # Debezium's ISO rendering
-    item = spark.table("wal_lake.current_order_items").collect()[0]
+    item = spark.table(f"{schemas.models}.current_order_items").collect()[0]
     assert (item.order_id, item.line_no, item.sku, item.qty) == (7, 1, "SKU-1", 3)
 
 

@@ -87,7 +87,8 @@ def rows(spark, sql):
 
 
 @pytest.fixture(scope="module")
-def built(spark, dbt):
+def built(spark, dbt, schemas):
+    models = schemas.models
     reset_raw_tables(spark)
     dbt("seed", "--full-refresh")
     land(spark, BATCH_1, batch_id=1)
@@ -96,17 +97,17 @@ def built(spark, dbt):
     land(spark, BATCH_2, batch_id=2)
     dbt("run", "-s", *BUILD)
     # a rerun with nothing new changes nothing
-    before_noop = rows(spark, "select * except (record) from wal_lake.consumer_records order by all")
+    before_noop = rows(spark, f"select * except (record) from {models}.consumer_records order by all")
     dbt("run", "-s", *BUILD)
-    after_noop = rows(spark, "select * except (record) from wal_lake.consumer_records order by all")
+    after_noop = rows(spark, f"select * except (record) from {models}.consumer_records order by all")
     land(spark, BATCH_3, batch_id=3)
     dbt("run", "-s", *BUILD)
     incremental = {
-        "sequin": rows(spark, "select * except (ingested_at) from wal_lake.sequin_events order by seq"),
+        "sequin": rows(spark, f"select * except (ingested_at) from {models}.sequin_events order by seq"),
         "consumer": consumer_state(spark),
-        "consumer_rows": rows(spark, "select * except (record) from wal_lake.consumer_records order by all"),
+        "consumer_rows": rows(spark, f"select * except (record) from {models}.consumer_records order by all"),
         "violations": rows(
-            spark, "select source_id, commit_lsn, commit_idx, reason from wal_lake_audit.sequin_violations"
+            spark, f"select source_id, commit_lsn, commit_idx, reason from {schemas.audit}.sequin_violations"
         ),
     }
     return {"first": after_first, "noop": (before_noop, after_noop), "incremental": incremental}
@@ -149,13 +150,13 @@ def test_violation_is_reported_not_sequenced(built):
     ]
 
 
-def test_full_refresh_equals_incremental_runs(spark, dbt, built):
+def test_full_refresh_equals_incremental_runs(spark, dbt, schemas, built):
     dbt("run", "--full-refresh", "-s", *BUILD)
-    sequin = rows(spark, "select * except (ingested_at) from wal_lake.sequin_events order by seq")
+    sequin = rows(spark, f"select * except (ingested_at) from {schemas.models}.sequin_events order by seq")
     assert sequin == built["incremental"]["sequin"]
     assert consumer_state(spark) == built["incremental"]["consumer"]
     assert (
-        rows(spark, "select * except (record) from wal_lake.consumer_records order by all")
+        rows(spark, f"select * except (record) from {schemas.models}.consumer_records order by all")
         == (built["incremental"]["consumer_rows"])
     )
 
