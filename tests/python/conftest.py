@@ -25,6 +25,19 @@ os.environ.setdefault("WAL_LAKE_CORES", "2")
 os.environ["WAL_LAKE_TARGET"] = "local"
 
 
+# The suite runs in two workers, a module to a worker (pyproject.toml: -n 2 --dist loadfile). The
+# longest modules go first, so that neither worker is left running one of them alone at the end.
+SLOWEST_FIRST = ("test_faults", "test_cluster", "test_oracle_e2e", "test_models", "test_ingest_job")
+
+
+def pytest_collection_modifyitems(items) -> None:
+    def rank(item) -> int:
+        module = item.path.stem
+        return SLOWEST_FIRST.index(module) if module in SLOWEST_FIRST else len(SLOWEST_FIRST)
+
+    items.sort(key=rank)  # stable: within a module, and among the rest, the usual order
+
+
 @pytest.fixture(scope="session")
 def scratch_dir() -> Path:
     return _SCRATCH

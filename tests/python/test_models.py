@@ -1,8 +1,8 @@
 """The marts' rules, end to end through dbt on Delta, from hand-built landed tables.
 
 One scenario, landed in three batches with an incremental build after each, then rebuilt with a
-full refresh: every SPEC flattening rule and seq rule is asserted on the incremental result, and
-the full refresh must give the same tables.
+full refresh: every flattening and seq rule of the contract (docs/contract.md) is asserted on the
+incremental result, and the full refresh must give the same tables.
 """
 
 from __future__ import annotations
