@@ -33,9 +33,9 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from unittest import mock
 from urllib.parse import urlparse
 
 from python_jobs.spark_session import PROJECT_DIR
@@ -131,21 +131,6 @@ def step(landing: Path, dump: Path | None, max_files_per_batch: int) -> int:
     return 0
 
 
-@contextmanager
-def environ(**values: str):
-    """os.environ with ``values`` for the block: dbt reads the schemas and its target path there."""
-    saved = {k: os.environ.get(k) for k in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-
-
 # --- the injector ---------------------------------------------------------------------------------
 
 
@@ -215,7 +200,8 @@ class Reference:
         from python_jobs.demo import spark_query
         from python_jobs.demo import verify as verify_state
 
-        with environ(
+        with mock.patch.dict(
+            os.environ,
             WAL_LAKE_TARGET="local",
             WAL_LAKE_SCHEMA=REFERENCE_SCHEMA,
             WAL_LAKE_RAW_SCHEMA=REFERENCE_RAW_SCHEMA,
@@ -407,7 +393,8 @@ def parse_project(target: Path) -> Path:
     """dbt's parse of the project as the faulted runs see it (their schemas), saved for them to copy."""
     from dbt.cli.main import dbtRunner
 
-    with environ(
+    with mock.patch.dict(
+        os.environ,
         WAL_LAKE_TARGET="local",
         WAL_LAKE_SCHEMA=SCHEMA,
         WAL_LAKE_RAW_SCHEMA=RAW_SCHEMA,
