@@ -3,11 +3,12 @@
     python -m python_jobs.capture --dsn "host=... dbname=app" --slot wal_lake --landing landing --once
 
 Each round peeks complete transactions from the slot (``slot``, ``batch``), writes them to
-``<landing>/<source_id>/<first commit LSN>-<last commit LSN>.jsonl`` and makes the file durable
-(``files``), and only then advances the slot past the last commit (``stream``). A crash at any point
-therefore replays transactions into a later file, never loses one: the landing zone holds every
-decoded change at least once. ``--snapshot`` first lands every user table's rows as of the slot's
-start (``snapshot``). ``cli`` wires these from the command line; docs/capture.md is the contract.
+``<landing>/<source_id>/<first commit LSN>-<end LSN>.jsonl`` and makes the file durable
+(``files``), and only then advances the slot to that end, just past what the file holds
+(``stream``). A crash at any point therefore replays transactions into a later file, never loses
+one: the landing zone holds every decoded change at least once. ``--snapshot`` first lands every
+user table's rows as of the slot's start (``snapshot``). ``cli`` wires these from the command line;
+docs/capture.md is the contract.
 """
 
 from python_jobs.capture.batch import Batch, complete_prefix

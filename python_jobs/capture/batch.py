@@ -31,7 +31,9 @@ def complete_prefix(rows: list[tuple[str, str]]) -> Batch:
 
     A unit is a transaction (``B`` … ``C``; the ``C`` row's LSN is the end of the commit record, where
     the slot may advance to) or a non-transactional logical message (one row outside any
-    transaction; advancing one byte past it skips it on the next read).
+    transaction, at the end of its record). Decoding skips a record that starts below the confirmed
+    position, so confirming the message's own LSN skips the message and nothing else: the next commit
+    record may start exactly there (and one byte further would skip that whole transaction).
     """
     batch = Batch()
     pending: list[str] = []
@@ -67,7 +69,7 @@ def complete_prefix(rows: list[tuple[str, str]]) -> Batch:
                 batch.first_commit_lsn if batch.first_commit_lsn is not None else message_lsn
             )
             batch.last_commit_lsn = message_lsn
-            batch.advance_to = message_lsn + 1
+            batch.advance_to = message_lsn
         else:
             raise CaptureError(f"unexpected wal2json record outside a transaction at {row_lsn}: {data[:200]}")
     return batch

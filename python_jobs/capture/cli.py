@@ -82,7 +82,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         prog="python -m python_jobs.capture",
         description=(
             "Capture Postgres changes through a wal2json logical slot into JSON Lines landing files "
-            "(<landing>/<source_id>/<first commit LSN>-<last commit LSN>.jsonl). The slot advances only "
+            "(<landing>/<source_id>/<first commit LSN>-<end LSN>.jsonl). The slot advances only "
             "after a file is durable, so a crash replays changes and never loses them."
         ),
     )

@@ -16,8 +16,13 @@ from python_jobs.lsn import lsn_hex16
 SNAPSHOT_SUFFIX = "-snapshot.jsonl"
 
 
-def landing_file_name(first_commit_lsn: int, last_commit_lsn: int) -> str:
-    return f"{lsn_hex16(first_commit_lsn)}-{lsn_hex16(last_commit_lsn)}.jsonl"
+def landing_file_name(first_commit_lsn: int, end_lsn: int) -> str:
+    """``<first commit LSN>-<end LSN>.jsonl``, the end being where the slot stands after the file.
+
+    Not the last commit's LSN: a non-transactional message and the next transaction's commit can
+    share one LSN, and a file holding only the message would take the transaction's file's name.
+    Ends strictly grow from one file to the next, and the message's file sorts first."""
+    return f"{lsn_hex16(first_commit_lsn)}-{lsn_hex16(end_lsn)}.jsonl"
 
 
 def snapshot_file_name(lsn: int) -> str:

@@ -47,7 +47,7 @@ def drain(
         batch = complete_prefix(peek(conn, slot, upto_lsn, max_changes))
         if batch.advance_to is None:
             return landed_any
-        name = landing_file_name(batch.first_commit_lsn, batch.last_commit_lsn)
+        name = landing_file_name(batch.first_commit_lsn, batch.advance_to)
         path = write_durably(landing_dir, name, batch.lines)
         advance(conn, slot, batch.advance_to)
         totals.files += 1
