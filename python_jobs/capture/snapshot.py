@@ -20,9 +20,8 @@ from python_jobs.capture.session import CaptureError, connect, first_line, pin_s
 from python_jobs.capture.slot import (
     PLUGIN,
     SLOT_ATTEMPTS,
-    drop_slot,
     explain_plugin_error,
-    validate_new_slot,
+    validate_or_drop,
 )
 from python_jobs.lsn import format_lsn, parse_lsn
 
@@ -67,11 +66,10 @@ def take_snapshot(dsn: str, slot: str, landing_dir: Path, log) -> int:
         try:
             with connect(dsn) as conn:
                 pin_settings(conn)
-                if validate_new_slot(conn, slot, log):
+                if validate_or_drop(conn, slot, log):
                     path = publish(temporary, snapshot_file_name(consistent_point))
                     log(f"snapshot: {rows_read} rows at {format_lsn(consistent_point)} -> {path.name}")
                     return rows_read
-                drop_slot(conn, slot)
         finally:
             temporary.unlink(missing_ok=True)
         log(

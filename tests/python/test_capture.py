@@ -322,6 +322,34 @@ def test_commit_right_after_a_non_transactional_message_is_not_skipped(postgres,
 
 
 @pytest.mark.postgres
+def test_a_slot_that_could_not_be_validated_is_not_used(postgres, tmp_path, capsys, monkeypatch):
+    """A transaction that outlives the validation's wait leaves the new slot unproven: the run fails
+    and drops the slot (a rerun would otherwise stream from it as if it had been checked)."""
+    dsn = fresh_database(postgres, "unvalidated")
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("create table t (id int primary key)")
+    blocker = psycopg.connect(dsn)
+    original = capture.slot.create_slot
+
+    def create_then_open_a_transaction(conn, slot):
+        start = original(conn, slot)
+        blocker.execute("insert into t values (1)")  # still open when the validation waits
+        return start
+
+    monkeypatch.setattr(capture.slot, "create_slot", create_then_open_a_transaction)
+    monkeypatch.setattr(capture.slot, "VALIDATION_TIMEOUT", 0.5)
+    try:
+        assert run_capture(dsn, tmp_path, "--once") == 1
+        assert "could not be validated" in capsys.readouterr().err
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            assert capture.slot.slot_info(conn, slot_name(dsn)) is None
+    finally:
+        blocker.close()
+    monkeypatch.setattr(capture.slot, "create_slot", original)
+    assert run_capture(dsn, tmp_path, "--once") == 0
+
+
+@pytest.mark.postgres
 def test_replay_from_an_older_position_only_duplicates(postgres, tmp_path):
     dsn = fresh_database(postgres, "older")
     prepare(dsn, seed=14, initial_rows=0)  # no snapshot: start empty
