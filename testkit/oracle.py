@@ -17,8 +17,9 @@ text, from the catalog) before comparing, never compared as text:
 - SQL NULL (JSON ``null``, a map entry whose value is null) is ``None``.
 - ``smallint``/``integer``/``bigint``/``oid`` -> ``int``; ``numeric`` -> ``Decimal`` compared by
   value (``10.50 == 10.5``); ``real``/``double precision`` -> ``float`` (both sides print shortest
-  round-trip digits). wal2json writes NaN and infinities as ``null``; they compare as ``None``
-  here, so the workload does not produce them.
+  round-trip digits). NaN and infinities stay their text (``NaN``, ``Infinity``, ``-Infinity``),
+  as ``to_jsonb`` and the capture's snapshot write them. wal2json's stream writes them as ``null``
+  (as SQL NULL), so the streaming workload does not produce them.
 - ``boolean`` -> ``bool`` (``true``/``t``).
 - ``timestamp with time zone`` -> an aware ``datetime`` in UTC; ``timestamp`` -> a naive
   ``datetime``; ``date``, ``time`` -> ``date``, ``time``. ``infinity`` stays text.
@@ -47,6 +48,8 @@ from psycopg import sql
 from python_jobs.lsn import parse_lsn
 
 INTEGER_TYPES = frozenset({"smallint", "integer", "bigint", "oid"})
+# Text on both sides (to_jsonb, the snapshot, landed maps); NaN as a number would equal nothing.
+SPECIAL_NUMBERS = frozenset({"NaN", "Infinity", "-Infinity"})
 FLOAT_TYPES = frozenset({"real", "double precision"})
 _TYPMOD = re.compile(r"\([^)]*\)")
 
@@ -82,6 +85,8 @@ def typed_value(pg_type: str, value):
         return _typed_items(element_type, items)
     if kind in INTEGER_TYPES:
         return int(str(value))
+    if (kind == "numeric" or kind in FLOAT_TYPES) and str(value) in SPECIAL_NUMBERS:
+        return str(value)
     if kind == "numeric":
         try:
             return Decimal(str(value))

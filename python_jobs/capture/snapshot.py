@@ -25,8 +25,9 @@ from python_jobs.capture.slot import (
 )
 from python_jobs.lsn import format_lsn, parse_lsn
 
-# wal2json prints these types as bare JSON numbers (NaN and infinities as null), booleans as
-# true/false, bytea as hex without the \x prefix, and every other type as its text output.
+# wal2json prints these types as bare JSON numbers, booleans as true/false, bytea as hex without the
+# \x prefix, and every other type as its text output. It prints NaN and infinities as null, which
+# loses them; the snapshot keeps them as their text instead ("NaN", "Infinity", "-Infinity").
 NUMBER_TYPE_OIDS = frozenset({20, 21, 23, 26, 700, 701, 1700})  # int8 int2 int4 oid float4 float8 numeric
 BOOL_TYPE_OID = 16
 BYTEA_TYPE_OID = 17
@@ -147,12 +148,13 @@ def user_tables(conn: psycopg.Connection) -> list[TableShape]:
 
 
 def render_value(text: str | None, type_oid: int) -> str:
-    """A column value as wal2json 2.5 writes it (see pg_decode_write_value)."""
+    """A column value as wal2json 2.5 writes it (see pg_decode_write_value), except that NaN and
+    infinities, which wal2json turns into null, stay their text."""
     if text is None:
         return "null"
     if type_oid in NUMBER_TYPE_OIDS:
         if text.lower().lstrip("-") in ("nan", "infinity"):
-            return "null"
+            return json.dumps(text)
         return text
     if type_oid == BOOL_TYPE_OID:
         return "true" if text in ("t", "true") else "false"

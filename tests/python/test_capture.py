@@ -512,6 +512,34 @@ def test_snapshot_renders_values_as_wal2json_and_oracle_types_them(postgres, tmp
 
 
 @pytest.mark.postgres
+def test_snapshot_keeps_nan_and_infinities_that_the_stream_cannot(postgres, tmp_path):
+    """wal2json 2.5 writes NaN and +-Infinity of numeric, real and double precision as JSON null,
+    which no option changes: the stream cannot tell them from NULL. The snapshot reads the tables
+    itself and carries them as text."""
+    dsn = fresh_database(postgres, "nan")
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("create table special (id int primary key, n numeric, r real, d double precision)")
+    create_reference_slot(dsn)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(
+            "insert into special values (1, 'NaN', 'Infinity', '-Infinity'),"
+            " (2, '-Infinity', 'NaN', 'Infinity'), (3, null, 1.5, '-0.25')"
+        )
+    streamed = [json.loads(line) for line in peek_all(dsn, slot_name(dsn, "reference"))]
+    (insert,) = [r for r in streamed if r["action"] == "I" and r["columns"][0]["value"] == 1]
+    assert [c["value"] for c in insert["columns"]] == [1, None, None, None], "the stream's limit"
+
+    assert run_capture(dsn, tmp_path, "--once", "--snapshot") == 0
+    (snapshot_file,) = landed_files(tmp_path, source_id(dsn))
+    lines = snapshot_file.read_text().splitlines()
+    reads = {r["columns"][0]["value"]: r for r in map(json.loads, lines) if r["action"] == "R"}
+    assert [c["value"] for c in reads[1]["columns"]] == [1, "NaN", "Infinity", "-Infinity"]
+    assert [c["value"] for c in reads[2]["columns"]] == [2, "-Infinity", "NaN", "Infinity"]
+    assert [c["value"] for c in reads[3]["columns"]] == [3, None, 1.5, -0.25]
+    assert_replay_matches(dsn, lines)
+
+
+@pytest.mark.postgres
 @pytest.mark.parametrize("snapshot", [True, False], ids=["snapshot", "plain"])
 def test_slot_broken_by_a_concurrent_truncate_is_created_again(postgres, tmp_path, capsys, snapshot):
     """Postgres 15.20 creates a slot that can never decode when, during its creation, a TRUNCATE
