@@ -37,6 +37,7 @@ compared as a multiset.
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from collections.abc import Iterable, Mapping
@@ -402,21 +403,34 @@ def _apply(tables: dict[str, dict[tuple, dict]], change: dict) -> None:
         rows.clear()
         return
     pk = [column["name"] for column in change.get("pk", [])]
-    if not pk:
-        raise ValueError(f"{table}: change without primary key; the reference replay needs one: {change}")
     new = {column["name"]: column["value"] for column in change.get("columns", [])}
     old = {column["name"]: column["value"] for column in change.get("identity", [])}
-    if action == "D":
-        rows.pop(tuple(_freeze(old[column]) for column in pk), None)
-        return
-    new_key = tuple(_freeze(new[column]) for column in pk)
-    if action == "U":
-        old_key = tuple(_freeze(old[column]) for column in pk) if old else new_key
-        previous = rows.pop(old_key, {})
+    if action in ("U", "D"):
         # Unchanged TOASTed columns are absent from an update: they keep their previous value.
-        rows[new_key] = {**previous, **new}
-    else:
-        rows[new_key] = new
+        previous = rows.pop(_identified(rows, pk, old or new), {})
+        if action == "D":
+            return
+        new = {**previous, **new}
+    # A table without a key may hold equal rows: each gets a place of its own.
+    rows[tuple(_freeze(new[column]) for column in pk) if pk else ("row", next(_row_numbers))] = new
+
+
+_row_numbers = itertools.count()
+
+
+def _identified(rows: dict[tuple, dict], pk: list[str], identity: dict):
+    """The place of the row an update's or delete's identity names (None when there is none).
+
+    The identity holds the primary key (REPLICA IDENTITY DEFAULT, FULL), or only an index's columns
+    (USING INDEX: the row is the one whose values match them), or, without a key, the whole old row
+    (FULL: any one of the equal rows)."""
+    if pk and all(column in identity for column in pk):
+        return tuple(_freeze(identity[column]) for column in pk)
+    wanted = {column: _freeze(value) for column, value in identity.items()}
+    for place, row in rows.items():
+        if all(_freeze(row.get(column)) == value for column, value in wanted.items()):
+            return place
+    return None
 
 
 def replay_files(paths: Iterable) -> State:

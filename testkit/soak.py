@@ -219,6 +219,8 @@ def transactions_of(lines) -> dict[int, tuple[str, ...]]:
     current: list[str] = []
     for line in lines:
         record = json.loads(line)
+        if record["action"] == "M" and record.get("transactional") is False:
+            continue  # belongs to no transaction
         current.append(line)
         if record["action"] == "C":
             lsn = parse_lsn(record["lsn"])

@@ -2,7 +2,7 @@
 
     python -m testkit.workload --dsn "dbname=soak_1" --seed 1 --transactions 300 --sessions 4
 
-It creates (or recreates) four tables in ``--schema`` with different key shapes and replica
+It creates (or recreates) six tables in ``--schema`` with different key shapes and replica
 identities, then runs transactions from several concurrent sessions (one thread and connection
 each). The seed drives every choice; the interleaving of sessions does not repeat exactly, and a
 transaction that hits a deadlock, lock timeout or key conflict rolls back (which Postgres does not
@@ -15,10 +15,17 @@ Tables:
 - ``memberships``: composite key declared as ``(team, account_id)`` while ``account_id`` is the
   first column (wal2json lists key columns in column order); date, integer.
 - ``documents``: integer key, a TOASTed ``body``, ``REPLICA IDENTITY FULL``.
+- ``devices``: bigint key, ``REPLICA IDENTITY USING INDEX`` on the unique ``serial``: an update's or
+  delete's identity holds the serial, not the key.
+- ``readings``: no primary key, ``REPLICA IDENTITY FULL``; the same row may exist twice.
 
 Operations: inserts, updates of a few columns (TOASTed column untouched), updates of the TOASTed
 column, several touches of one row in one transaction, delete as the last touch, delete then
-re-insert, primary-key updates, truncates, NULLs.
+re-insert, primary-key updates, key chains (A->B->C, A->B->A) and swaps of rows with a TOASTed
+value they leave alone, truncates of one table and of several in one statement, NULLs, logical
+messages inside a transaction, and non-transactional messages (heartbeats) emitted by another
+connection just before a transaction commits: wal2json reports such a message at the LSN where the
+commit record starts.
 """
 
 from __future__ import annotations
@@ -37,11 +44,15 @@ import psycopg
 from psycopg import errors, sql
 from psycopg.types.json import Jsonb
 
-TABLES = ("accounts", "tags", "memberships", "documents")
+TABLES = ("accounts", "tags", "memberships", "documents", "devices", "readings")
+# Tables without a primary key: no record identity, so consumer_records leaves them out.
+KEYLESS_TABLES = ("readings",)
 TEAMS = ("core", "web", "ops", "data", "sales")
 ACCOUNT_KEYS = 60
 TAG_KEYS = 40
 DOCUMENT_KEYS = 25
+DEVICE_KEYS = 30
+MESSAGE_PREFIX = "wal_lake.workload"
 
 DDL = """
 create table {schema}.accounts (
@@ -75,6 +86,20 @@ create table {schema}.documents (
     version integer not null default 1
 );
 alter table {schema}.documents replica identity full;
+create table {schema}.devices (
+    id bigint primary key,
+    serial text not null,
+    name text,
+    seen_at timestamptz
+);
+create unique index devices_serial on {schema}.devices (serial);
+alter table {schema}.devices replica identity using index devices_serial;
+create table {schema}.readings (
+    sensor text not null,
+    value numeric,
+    taken_at timestamptz
+);
+alter table {schema}.readings replica identity full;
 """
 
 RETRYABLE = (
@@ -117,6 +142,8 @@ class Session:
         self.conn = psycopg.connect(dsn)
         self.conn.execute("set lock_timeout = '2s'")
         self.conn.commit()
+        # Heartbeats come from another connection: outside any transaction, so non-transactional.
+        self.side = psycopg.connect(dsn, autocommit=True)
         self.schema = schema
         self.rng = rng
         self.stats = stats
@@ -199,11 +226,30 @@ class Session:
                     self.maybe_null(rng.randint(-5, 500)),
                 ),
             )
-        else:
+        elif table == "documents":
             self.x(
                 "insert into {s}.documents (id, title, body) values (%s, %s, %s) on conflict (id) do nothing",
                 (rng.randint(1, DOCUMENT_KEYS), f"doc {rng.randint(0, 999)}", big_text(rng)),
             )
+        elif table == "devices":
+            self.x(
+                "insert into {s}.devices (id, serial, name, seen_at) values (%s, %s, %s, %s)"
+                " on conflict do nothing",
+                (
+                    rng.randint(1, DEVICE_KEYS),
+                    f"sn-{rng.randint(1, DEVICE_KEYS * 3)}",
+                    self.maybe_null(f"device {rng.randint(0, 99)}"),
+                    self.maybe_null(self.timestamp()),
+                ),
+            )
+        else:
+            reading = (self.sensor(), self.maybe_null(Decimal(rng.randint(-999, 999)) / 10), self.timestamp())
+            # Sometimes twice: a table without a key may hold equal rows.
+            for _ in range(2 if rng.random() < 0.2 else 1):
+                self.x("insert into {s}.readings (sensor, value, taken_at) values (%s, %s, %s)", reading)
+
+    def sensor(self) -> str:
+        return f"sensor-{self.rng.randint(1, 6)}"
 
     def op_update(self) -> None:
         """Update a few columns, leaving any TOASTed column alone."""
@@ -229,10 +275,25 @@ class Session:
                 "update {s}.memberships set score = coalesce(score, 0) + 1, role = %s where account_id = %s",
                 (self.maybe_null(rng.choice(["owner", "member"])), rng.randint(1, ACCOUNT_KEYS)),
             )
-        else:
+        elif table == "documents":
             self.x(
                 "update {s}.documents set version = version + 1, title = %s where id = %s",
                 (f"doc {rng.randint(0, 999)}", rng.randint(1, DOCUMENT_KEYS)),
+            )
+        elif table == "devices":
+            self.x(
+                "update {s}.devices set name = %s, seen_at = %s where id = %s",
+                (
+                    self.maybe_null(f"device {rng.randint(0, 99)}"),
+                    self.timestamp(),
+                    rng.randint(1, DEVICE_KEYS),
+                ),
+            )
+        else:
+            self.x(
+                "update {s}.readings set value = %s"
+                " where ctid = (select ctid from {s}.readings where sensor = %s limit 1)",
+                (self.maybe_null(Decimal(rng.randint(-999, 999)) / 10), self.sensor()),
             )
 
     def op_update_toast(self) -> None:
@@ -273,8 +334,16 @@ class Session:
                 "delete from {s}.memberships where account_id = %s and team = %s",
                 (rng.randint(1, ACCOUNT_KEYS), rng.choice(TEAMS)),
             )
-        else:
+        elif table == "documents":
             self.x("delete from {s}.documents where id = %s", (rng.randint(1, DOCUMENT_KEYS),))
+        elif table == "devices":
+            self.x("delete from {s}.devices where id = %s", (rng.randint(1, DEVICE_KEYS),))
+        else:
+            self.x(
+                "delete from {s}.readings"
+                " where ctid = (select ctid from {s}.readings where sensor = %s limit 1)",
+                (self.sensor(),),
+            )
 
     def op_delete_reinsert(self) -> None:
         rng = self.rng
@@ -298,10 +367,21 @@ class Session:
                 "update {s}.accounts set id = %s where id = %s",
                 (rng.randint(1, ACCOUNT_KEYS), rng.randint(1, ACCOUNT_KEYS)),
             )
-        elif choice < 0.7:
+        elif choice < 0.6:
             self.x(
                 "update {s}.tags set code = %s, label = 'renamed' where code = %s",
                 (f"tag-{rng.randint(1, TAG_KEYS)}", f"tag-{rng.randint(1, TAG_KEYS)}"),
+            )
+        elif choice < 0.75:
+            # The identity is the serial: a key change whose identity does not hold the old key.
+            self.x(
+                "update {s}.devices set id = %s where id = %s",
+                (rng.randint(1, DEVICE_KEYS), rng.randint(1, DEVICE_KEYS)),
+            )
+        elif choice < 0.85:
+            self.x(
+                "update {s}.devices set serial = %s where id = %s",
+                (f"sn-{rng.randint(1, DEVICE_KEYS * 3)}", rng.randint(1, DEVICE_KEYS)),
             )
         else:
             self.x(
@@ -309,8 +389,61 @@ class Session:
                 (rng.choice(TEAMS), rng.randint(1, ACCOUNT_KEYS), rng.choice(TEAMS)),
             )
 
+    def toasted_accounts(self) -> list[int]:
+        """Accounts whose note is stored out of line, in key order (the seeded choice picks one)."""
+        rows = self.conn.execute(
+            sql.SQL("select id from {s}.accounts where length(note) > 4000 order by id").format(
+                s=sql.Identifier(self.schema)
+            )
+        ).fetchall()
+        return [row[0] for row in rows]
+
+    def op_key_chain(self) -> None:
+        """A -> B -> C, or A -> B -> A, in one transaction; the TOASTed note is never sent again."""
+        rng = self.rng
+        candidates = self.toasted_accounts()
+        if not candidates:
+            return
+        first = rng.choice(candidates)
+        second = rng.randint(1, ACCOUNT_KEYS + 20)
+        last = first if rng.random() < 0.5 else rng.randint(1, ACCOUNT_KEYS + 20)
+        self.x("update {s}.accounts set id = %s where id = %s", (second, first))
+        if rng.random() < 0.5:
+            self.x(
+                "update {s}.accounts set balance = %s where id = %s", (Decimal(rng.randint(0, 999)), second)
+            )
+        self.x(
+            "update {s}.accounts set id = %s, active = %s where id = %s", (last, rng.random() < 0.5, second)
+        )
+
+    def op_key_swap(self) -> None:
+        """Two rows trade keys through a third, neither sending its TOASTed note."""
+        rng = self.rng
+        candidates = self.toasted_accounts()
+        if len(candidates) < 2:
+            return
+        a, b = rng.sample(candidates, 2)
+        self.x("update {s}.accounts set id = %s where id = %s", (-a, a))
+        self.x("update {s}.accounts set id = %s where id = %s", (a, b))
+        self.x("update {s}.accounts set id = %s where id = %s", (b, -a))
+
     def op_truncate(self) -> None:
-        self.x("truncate {s}." + self.rng.choice(["tags", "memberships"]))
+        tables = self.rng.choice(
+            [["tags"], ["memberships"], ["tags", "memberships"], ["readings", "devices"]]
+        )
+        self.x("truncate " + ", ".join(f"{{s}}.{table}" for table in tables))
+
+    def op_message(self) -> None:
+        self.x(
+            "select pg_logical_emit_message(true, %s, %s)",
+            (MESSAGE_PREFIX, f"in transaction {self.rng.randint(0, 999)}"),
+        )
+
+    def heartbeat(self) -> None:
+        self.side.execute(
+            "select pg_logical_emit_message(false, %s, %s)",
+            (MESSAGE_PREFIX, f"beat {self.rng.randint(0, 999)}"),
+        )
 
     OPERATIONS = (
         (op_insert, 30),
@@ -320,7 +453,10 @@ class Session:
         (op_delete, 12),
         (op_delete_reinsert, 6),
         (op_pk_update, 6),
+        (op_key_chain, 4),
+        (op_key_swap, 2),
         (op_truncate, 1),
+        (op_message, 2),
     )
 
     def transaction(self) -> None:
@@ -329,6 +465,9 @@ class Session:
         try:
             for _ in range(rng.randint(1, 5)):
                 rng.choices(operations, weights)[0](self)
+            if rng.random() < 0.2:
+                # Right before the commit: the message and the commit record are likely neighbours.
+                self.heartbeat()
             self.conn.commit()
             with self.stats.lock:
                 self.stats.committed += 1
@@ -339,6 +478,7 @@ class Session:
 
     def close(self) -> None:
         self.conn.close()
+        self.side.close()
 
 
 def seed_rows(dsn: str, schema: str, seed: int, rows: int = 30) -> None:
