@@ -42,8 +42,20 @@ def run(args: argparse.Namespace, stop: threading.Event) -> Totals:
             follow(conn, args.slot, landing_dir, max_changes, totals, log, stop, args.poll_interval)
         print(summary_line(args, source_id, totals, slot_info(conn, args.slot)), flush=True)
     finally:
-        conn.close()
+        release(conn)
     return totals
+
+
+def release(conn: psycopg.Connection) -> None:
+    """Give the slot's lock back before closing: a closed session's server process releases it only
+    as it exits, which a capture started right after this one could beat."""
+    try:
+        if not conn.closed:
+            conn.execute("select pg_advisory_unlock_all()")
+    except psycopg.Error:
+        pass  # the session is gone, and its locks with it
+    finally:
+        conn.close()
 
 
 def open_slot(

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import psycopg
-from psycopg import sql
+from psycopg import errors, sql
 from psycopg.types.string import TextLoader
 
 from python_jobs.capture.files import has_snapshot, publish, snapshot_file_name, write_temporary
@@ -31,6 +31,7 @@ from python_jobs.lsn import format_lsn, parse_lsn
 NUMBER_TYPE_OIDS = frozenset({20, 21, 23, 26, 700, 701, 1700})  # int8 int2 int4 oid float4 float8 numeric
 BOOL_TYPE_OID = 16
 BYTEA_TYPE_OID = 17
+READ_ATTEMPTS = 5
 
 
 @dataclass
@@ -92,16 +93,36 @@ def _snapshot_once(dsn: str, slot: str, landing_dir: Path) -> tuple[Path, int, i
         try:
             pin_settings(reader)
             reader.autocommit = False
-            reader.execute("set transaction isolation level repeatable read, read only")
-            reader.execute(sql.SQL("set transaction snapshot {}").format(sql.Literal(snapshot_name)))
-            timestamp = reader.execute("select now()::text").fetchone()[0]
-            lines, rows_read = snapshot_lines(reader, consistent_point, timestamp)
-            reader.rollback()
+            lines, rows_read = _read_snapshot(reader, snapshot_name, consistent_point)
         finally:
             reader.close()
     finally:
         repl.close()
     return write_temporary(landing_dir, lines), consistent_point, rows_read
+
+
+def _read_snapshot(reader: psycopg.Connection, snapshot_name: str, lsn: int) -> tuple[list[str], int]:
+    """The snapshot's lines, read inside the exported snapshot.
+
+    The tables are read one by one and each stays locked (shared) until the end: a transaction that
+    locks them exclusively in another order (``truncate b, a``) can deadlock with the read, and
+    Postgres may cancel the read to break it. The exported snapshot outlives the cancelled
+    transaction, so the read starts again inside it."""
+    attempt = 1
+    while True:
+        try:
+            reader.execute("set transaction isolation level repeatable read, read only")
+            reader.execute(sql.SQL("set transaction snapshot {}").format(sql.Literal(snapshot_name)))
+            timestamp = reader.execute("select now()::text").fetchone()[0]
+            result = snapshot_lines(reader, lsn, timestamp)
+            reader.rollback()
+            return result
+        except errors.DeadlockDetected as exc:
+            reader.rollback()
+            if attempt == READ_ATTEMPTS:
+                message = f"snapshot: reading the tables deadlocked {attempt} times: {first_line(exc)}"
+                raise CaptureError(message) from exc
+            attempt += 1
 
 
 def _create_exporting_slot(repl: psycopg.Connection, slot: str) -> tuple[int, str]:

@@ -350,6 +350,67 @@ def test_a_slot_that_could_not_be_validated_is_not_used(postgres, tmp_path, caps
 
 
 @pytest.mark.postgres
+def test_snapshot_survives_a_deadlock_with_a_truncate_of_several_tables(postgres, tmp_path, monkeypatch):
+    """The snapshot reads tables one by one, holding each; a transaction truncating them the other
+    way round deadlocks with it, and Postgres may cancel the snapshot's read: it reads again."""
+    dsn = fresh_database(postgres, "snapshot_deadlock")
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("create table a (id int primary key); create table b (id int primary key)")
+        conn.execute("insert into a values (1); insert into b values (2)")
+    truncater = psycopg.connect(dsn)
+    watcher = psycopg.connect(dsn, autocommit=True)
+    original = capture.snapshot._read_lines
+    finished: list[BaseException | None] = []
+
+    def truncate_the_other_way():
+        try:
+            waiting = "select count(*) from pg_locks where not granted and relation = 'b'::regclass"
+            while watcher.execute(waiting).fetchone()[0] == 0:
+                time.sleep(0.02)
+            truncater.execute("truncate a")  # waits for the snapshot, which waits for it
+            truncater.commit()
+            finished.append(None)
+        except BaseException as exc:  # reported below
+            finished.append(exc)
+
+    other = threading.Thread(target=truncate_the_other_way)
+
+    def read_with_a_truncate_under_way(conn, shape, head):
+        if shape.table == "a" and not other.is_alive() and not finished:
+            truncater.execute("truncate b")  # the snapshot will wait for b first
+            other.start()
+        return original(conn, shape, head)
+
+    monkeypatch.setattr(capture.snapshot, "_read_lines", read_with_a_truncate_under_way)
+    try:
+        assert run_capture(dsn, tmp_path, "--once", "--snapshot") == 0
+        other.join(timeout=30)
+    finally:
+        truncater.close()
+        watcher.close()
+    assert finished == [None], "the truncate committed"
+    assert run_capture(dsn, tmp_path, "--once") == 0
+    lines = landed_lines(landed_files(tmp_path, source_id(dsn)))
+    assert sum(json.loads(line)["action"] == "T" for line in lines) == 2
+    assert_replay_matches(dsn, lines)
+
+
+@pytest.mark.postgres
+def test_the_slot_lock_is_free_when_the_capture_returns(postgres, tmp_path):
+    """A capture restarted right after the last one returns must not find the slot locked: the
+    lock goes with the session, and a closed connection's server process may still be exiting."""
+    dsn = fresh_database(postgres, "relock")
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for _ in range(5):
+            assert run_capture(dsn, tmp_path, "--once") == 0
+            held = conn.execute(
+                "select count(*) from pg_locks l join pg_stat_activity a using (pid)"
+                " where l.locktype = 'advisory' and a.datname = current_database()"
+            ).fetchone()[0]
+            assert held == 0
+
+
+@pytest.mark.postgres
 def test_replay_from_an_older_position_only_duplicates(postgres, tmp_path):
     dsn = fresh_database(postgres, "older")
     prepare(dsn, seed=14, initial_rows=0)  # no snapshot: start empty
