@@ -22,7 +22,8 @@ text, from the catalog) before comparing, never compared as text:
   (as SQL NULL), so the streaming workload does not produce them.
 - ``boolean`` -> ``bool`` (``true``/``t``).
 - ``timestamp with time zone`` -> an aware ``datetime`` in UTC; ``timestamp`` -> a naive
-  ``datetime``; ``date``, ``time`` -> ``date``, ``time``. ``infinity`` stays text.
+  ``datetime``; ``date``, ``time`` -> ``date``, ``time`` (a date given as a whole number is
+  Debezium's days since 1970). ``infinity`` stays text.
 - ``json``/``jsonb`` -> the parsed JSON document (numbers as ``int``/``Decimal``): ``to_jsonb`` nests
   it as an object, wal2json and the landed map carry its text.
 - ``bytea`` -> ``bytes`` (``to_jsonb``: ``\\x0102``; wal2json: ``0102``).
@@ -41,7 +42,7 @@ import itertools
 import json
 import re
 from collections.abc import Iterable, Mapping
-from datetime import UTC, date, datetime, time
+from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal, InvalidOperation
 
 from psycopg import sql
@@ -53,6 +54,7 @@ INTEGER_TYPES = frozenset({"smallint", "integer", "bigint", "oid"})
 SPECIAL_NUMBERS = frozenset({"NaN", "Infinity", "-Infinity"})
 FLOAT_TYPES = frozenset({"real", "double precision"})
 _TYPMOD = re.compile(r"\([^)]*\)")
+EPOCH_DAY = date(1970, 1, 1)
 
 State = dict[str, list[dict]]  # "schema.table" -> rows (column -> value)
 Types = dict[str, dict[str, str]]  # "schema.table" -> column -> format_type text
@@ -105,7 +107,11 @@ def typed_value(pg_type: str, value):
     if kind == "timestamp without time zone":
         return _parse_timestamp(str(value))
     if kind == "date":
-        return value if value in ("infinity", "-infinity") else date.fromisoformat(str(value))
+        if value in ("infinity", "-infinity"):
+            return value
+        if re.fullmatch(r"-?[0-9]+", str(value)):  # Debezium's io.debezium.time.Date: days since 1970
+            return EPOCH_DAY + timedelta(days=int(value))
+        return date.fromisoformat(str(value))
     if kind == "time without time zone":
         return time.fromisoformat(str(value))
     if kind in ("json", "jsonb"):
@@ -442,3 +448,69 @@ def replay_files(paths: Iterable) -> State:
                 yield from handle
 
     return replay_wal2json(lines())
+
+
+# --- the expected change log ---------------------------------------------------------------------
+
+Change = tuple[int | None, str, str | None, str | None]  # commit_lsn (None: unknown), action, schema, table
+ACTION_NAMES = {"I": "insert", "U": "update", "D": "delete", "T": "truncate", "M": "message", "R": "read"}
+
+
+def expected_changes(snapshot_lines: list[str], decoded: list[str]) -> list[tuple[tuple, Change]]:
+    """``(group, change)`` for every change ``sequin_events`` must hold, in the order it must hold them.
+
+    Taken from what Postgres decoded, not from any rule about positions: the snapshot's reads in file
+    order, then every change a slot created at the snapshot's point decodes, in decode order (``decoded``
+    is a slot's ``pg_logical_slot_peek_changes`` from before that point). A transaction's changes carry
+    its commit LSN; a non-transactional message carries none, as its position is the ingestion's to
+    choose so long as it orders where Postgres decoded it. wal2json orders every change: each is a
+    group of its own."""
+    snapshot = [json.loads(line) for line in snapshot_lines]
+    snapshot_lsn = parse_lsn(snapshot[0]["lsn"])
+    changes: list[tuple[tuple, Change]] = [
+        (("read", n), (snapshot_lsn, "read", r["schema"], r["table"])) for n, r in enumerate(snapshot[1:-1])
+    ]
+    current: list[dict] | None = None
+    for line in decoded:
+        record = json.loads(line)
+        action = record["action"]
+        if action == "B":
+            current = []
+        elif action == "C":
+            commit_lsn = parse_lsn(record["lsn"])
+            # The slot starts at the snapshot's point, just above the snapshot's own position.
+            if commit_lsn > snapshot_lsn:
+                changes.extend(
+                    (("change", commit_lsn, idx), (commit_lsn, ACTION_NAMES[r["action"]], *_table_of(r)))
+                    for idx, r in enumerate(current or [])
+                )
+            current = None
+        elif current is not None:
+            current.append(record)
+        elif action == "M" and parse_lsn(record["lsn"]) > snapshot_lsn + 1:
+            # Reported at the end of its record: ending at the slot's start, it began before it.
+            changes.append((("message", record["lsn"]), (None, "message", None, None)))
+    return changes
+
+
+def _table_of(record: dict) -> tuple[str | None, str | None]:
+    return (record.get("schema"), record.get("table")) if record["action"] != "M" else (None, None)
+
+
+def compare_sequences(expected: list[tuple[tuple, Change]], actual: list[Change]) -> list[str]:
+    """Where ``actual`` (``sequin_events`` in ``seq`` order) departs from ``expected``: consecutive
+    expected changes of one group may come in any order among themselves, nothing else may."""
+    problems: list[str] = []
+    position = 0
+    for group, members in itertools.groupby(expected, key=lambda pair: pair[0]):
+        wanted = sorted((change for _group, change in members), key=repr)
+        got = sorted(actual[position : position + len(wanted)], key=repr)
+        if got != wanted:
+            problems.append(
+                f"change {position}: expected {_short(wanted, 200)}, got {_short(got, 200)} (group {group})"
+            )
+            return problems  # everything after a shift differs too
+        position += len(wanted)
+    if position != len(actual):
+        problems.append(f"{len(actual) - position} changes beyond the expected: {_short(actual[position:])}")
+    return problems

@@ -1,12 +1,23 @@
 """The oracle, end to end: a real Postgres, live capture, ingestion, dbt; models equal Postgres.
 
-Twenty seeded random workloads, each in its own database and slot (its own source_id), run on one
-throwaway server (testkit/soak.py: concurrent sessions, an initial snapshot taken while they
-write, a capture killed with SIGKILL, a capture that dies before advancing its slot so its files
-are replayed). Some files are also copied under a second name. The landing zone is ingested and
-built in two rounds (ten seeds, then ten more and a rerun over everything), incrementally. Then for
-every seed: consumer_records equals `select * from t` value for value, and sequin_events holds
-exactly the changes Postgres decoded, once each, in commit order.
+Twenty seeded random workloads (testkit/workload.py: key chains and swaps over TOASTed rows, a
+REPLICA IDENTITY USING INDEX table, a keyless table, truncates of several tables, messages inside
+transactions and heartbeats right before commits), each in its own database and slot (its own
+source_id), run on one throwaway server (testkit/soak.py: concurrent sessions, an initial snapshot
+taken while they write, a capture killed with SIGKILL, a capture that dies before advancing its slot
+so its files are replayed). Some files are also copied under a second name; one seed's landing has a
+transaction split across three files whose middle one arrives after the third; two seeds are landed
+again as Debezium events (testkit/debezium_rendering.py), one with Kafka keys and transaction
+metadata, one bare with its keys declared in a table-keys file, each with a connector restart
+inside a transaction and a snapshot spanning two files. The landing zone's root has a space in its
+name. It is ingested and built in two rounds (ten seeds, then ten more, the late file, and a rerun
+over everything), incrementally. Then for every source:
+
+- consumer_records equals `select * from t` value for value, for every table with a key; a keyless
+  table has no record there;
+- sequin_events holds exactly the changes Postgres decoded, once each, in decode order (taken from a
+  slot that nothing advanced, not from any rule about positions), at distinct positions, with a
+  null record_pk for a keyless table's changes and a key for every other row change.
 """
 
 from __future__ import annotations
@@ -14,65 +25,190 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+from pathlib import Path
 
 import psycopg
 import pytest
 
+from python_jobs import capture
 from python_jobs.demo import consumer_state, spark_query
 from python_jobs.ingest import job as ingest
-from python_jobs.lsn import parse_lsn
-from testkit import oracle, soak
+from testkit import debezium_rendering, oracle, soak, workload
 
 SEEDS = range(1, 21)
-ACTIONS = {"I": "insert", "U": "update", "D": "delete", "T": "truncate", "M": "message", "R": "read"}
+LATE_SEED = 14  # its split transaction's middle file arrives late
+DEBEZIUM_KEYED_SEED = 2
+DEBEZIUM_BARE_SEED = 12
+KEYLESS = frozenset(f"public.{table}" for table in workload.KEYLESS_TABLES)
+# Debezium keys a change by the primary key it reads from the old row; under USING INDEX the old
+# row holds the index's columns only, and what the connector then writes is not rendered here.
+DEBEZIUM_SKIPPED = frozenset({"public.devices"})
+# A bare line of a keyless table cannot be told from one whose keys were not declared.
+BARE_SKIPPED = DEBEZIUM_SKIPPED | KEYLESS
+TABLE_KEYS = {
+    "accounts": "id",
+    "tags": "code",
+    "memberships": "team,account_id",
+    "documents": "id",
+}
 
 
-def decoded_positions(lines: list[str]) -> list[tuple[int, int, str]]:
-    """(commit_lsn, commit_idx, action) of every distinct change in the landed lines, commit order."""
-    positions = set()
-    for lsn, tx in soak.transactions_of(lines).items():
-        changes = [json.loads(line)["action"] for line in tx[1:-1]]
-        positions.update((lsn, idx, ACTIONS[a]) for idx, a in enumerate(changes))
-    return sorted(positions)
+def wal2json_source(seed: int) -> str:
+    return f"soak_{seed}.soak_{seed}"
 
 
-def run_seeds(dsn: str, seeds, landing) -> dict[str, dict]:
+def reference_slot(seed: int) -> str:
+    return f"soak_{seed}_reference"
+
+
+def recording_peeks(monkeypatch) -> dict[str, list[str]]:
+    """What every reference slot decoded: soak peeks it (through ``capture.peek``) before dropping it."""
+    decoded: dict[str, list[str]] = {}
+    original = capture.peek
+
+    def peek(conn, slot, upto_lsn, upto_nchanges):
+        rows = original(conn, slot, upto_lsn, upto_nchanges)
+        decoded[slot] = [data for _lsn, data in rows]
+        return rows
+
+    monkeypatch.setattr(capture, "peek", peek)
+    return decoded
+
+
+def split_late(files: list[Path], holding: Path) -> tuple[Path, Path]:
+    """Split the first streamed file holding a transaction of three changes or more into three files
+    inside that transaction; move the middle one to ``holding``. Returns (held, where it belongs)."""
+    for path in files[1:]:
+        lines = path.read_text().splitlines()
+        actions = [json.loads(line)["action"] for line in lines]
+        begins = [n for n, a in enumerate(actions) if a == "B"]
+        for begin in begins:
+            end = actions.index("C", begin)
+            if end - begin > 3:
+                parts = (lines[: begin + 2], lines[begin + 2 : end - 1], lines[end - 1 :])
+                names = [path.with_name(f"{path.stem}-{n}.jsonl") for n in (1, 2, 3)]
+                for name, part in zip(names, parts, strict=True):
+                    name.write_text("\n".join(part) + "\n")
+                path.unlink()
+                holding.mkdir(parents=True, exist_ok=True)
+                held = holding / names[1].name
+                shutil.move(names[1], held)
+                return held, names[1]
+    raise AssertionError("no transaction of three changes or more to split")
+
+
+def render_debezium(
+    landing: Path, seed: int, keyed: bool, truth: dict, snapshot_lines, decoded
+) -> tuple[str, dict]:
+    skipped = DEBEZIUM_SKIPPED if keyed else BARE_SKIPPED
+    renderer = debezium_rendering.Renderer(truth["types"], keyed=keyed, skip=skipped)
+    events = debezium_rendering.render(snapshot_lines, decoded, renderer)
+    source_id = f"debezium_{'keyed' if keyed else 'bare'}.soak_{seed}"
+    files = debezium_rendering.write_files(landing / source_id, renderer, events, per_file=150)
+    assert len(files) > 3
+    expected = [(e.group, (None, e.action, e.schema, e.table)) for e in events]
+    kept = {table: rows for table, rows in truth["state"].items() if table not in skipped}
+    return source_id, {**truth, "state": kept, "expected": expected, "debezium": True}
+
+
+def run_seeds(dsn: str, seeds, landing: Path, decoded: dict, holding: Path) -> tuple[dict, list]:
     args = argparse.Namespace(transactions=120, sessions=3)
-    truth = {}
+    truth, late = {}, []
     for seed in seeds:
         problems, summary = soak.run_seed(dsn, seed, args, landing)
         assert not problems, problems[:5]
-        source_id = f"soak_{seed}.soak_{seed}"
+        source_id = wal2json_source(seed)
         files = sorted((landing / source_id).glob("*.jsonl"))
+        snapshot_lines = files[0].read_text().splitlines()
         if seed % 3 == 0 and len(files) > 2:  # a file copied twice, under a name that sorts after it
             shutil.copy(files[1], files[1].with_name(files[1].stem + "_copy.jsonl"))
+        if seed == LATE_SEED:
+            late.append(split_late(files, holding))
         with psycopg.connect(soak.with_dbname(dsn, f"soak_{seed}")) as conn:
             tables = oracle.user_tables(conn)
             types, keys = oracle.table_types(conn, tables)
             state = oracle.postgres_state(conn, tables)
-        lines = [line for path in files for line in path.read_text().splitlines()]
+        seed_decoded = decoded[reference_slot(seed)]
         truth[source_id] = {
             "state": state,
             "types": types,
             "keys": keys,
-            "positions": decoded_positions(lines),
+            "expected": oracle.expected_changes(snapshot_lines, seed_decoded),
+            "debezium": False,
         }
-    return truth
+        if seed in (DEBEZIUM_KEYED_SEED, DEBEZIUM_BARE_SEED):
+            dbz_source, dbz_truth = render_debezium(
+                landing, seed, seed == DEBEZIUM_KEYED_SEED, truth[source_id], snapshot_lines, seed_decoded
+            )
+            truth[dbz_source] = dbz_truth
+    return truth, late
+
+
+def write_table_keys(path: Path) -> Path:
+    source_id = f"debezium_bare.soak_{DEBEZIUM_BARE_SEED}"
+    rows = [f'{source_id},public,{table},"{keys}"' for table, keys in TABLE_KEYS.items()]
+    path.write_text("source_id,source_schema,source_table,key_columns\n" + "\n".join(rows) + "\n")
+    return path
+
+
+def sequin_problems(spark, schema: str, source_id: str, t: dict) -> list[str]:
+    rows = spark.sql(
+        f"select commit_lsn, commit_idx, action, source_schema, source_table, record_pk,"
+        f" record['transactional'] as transactional from {schema}.sequin_events"
+        f" where source_id = '{source_id}' order by seq"
+    ).collect()
+    actual = [
+        (
+            None if t["debezium"] or r.transactional == "false" else r.commit_lsn,
+            r.action,
+            r.source_schema,
+            r.source_table,
+        )
+        for r in rows
+    ]
+    problems = oracle.compare_sequences(t["expected"], actual)
+    positions = {(r.commit_lsn, r.commit_idx) for r in rows}
+    if len(positions) != len(rows):
+        problems.append(f"{len(rows) - len(positions)} positions held by more than one change")
+    for r in rows:
+        table = f"{r.source_schema}.{r.source_table}"
+        if r.action in ("insert", "update", "delete", "read") and (r.record_pk is None) != (table in KEYLESS):
+            problems.append(f"{table} {r.action} at {r.commit_lsn}/{r.commit_idx}: record_pk {r.record_pk!r}")
+            break
+    return problems
+
+
+def consumer_problems(spark, schema: str, source_id: str, t: dict) -> list[str]:
+    expected = {table: rows for table, rows in t["state"].items() if table not in KEYLESS}
+    actual = consumer_state(spark_query(spark), schema, source_id)
+    problems = [f"{table}: {len(actual[table])} records, a keyless table" for table in KEYLESS & set(actual)]
+    actual = {table: rows for table, rows in actual.items() if table not in KEYLESS}
+    for table in expected:
+        actual.setdefault(table, [])
+    return problems + oracle.compare_states(expected, actual, t["types"], t["keys"])
 
 
 @pytest.mark.postgres
-def test_models_equal_postgres_after_live_capture(postgres, spark, dbt, schemas, tmp_path):
-    landing = tmp_path / "landing"
-    truth = run_seeds(postgres.dsn(), SEEDS[:10], landing)
+def test_models_equal_postgres_after_live_capture(postgres, spark, dbt, schemas, tmp_path, monkeypatch):
+    landing = tmp_path / "landing zone"
+    holding = tmp_path / "late"
+    monkeypatch.setenv("WAL_LAKE_TABLE_KEYS", str(write_table_keys(tmp_path / "table_keys.csv")))
+    decoded = recording_peeks(monkeypatch)
+    truth, _ = run_seeds(postgres.dsn(), SEEDS[:10], landing, decoded, holding)
     first = ingest.run(spark, str(landing), schema=schemas.raw)
     assert first.balanced and first.rejected == 0, first.line()
     dbt("seed")
     dbt("run", "--full-refresh", "-s", "+consumer_records", "+sequin_violations")
 
-    truth |= run_seeds(postgres.dsn(), SEEDS[10:], landing)
+    more, late = run_seeds(postgres.dsn(), SEEDS[10:], landing, decoded, holding)
+    truth |= more
     second = ingest.run(spark, str(landing), schema=schemas.raw)
-    again = ingest.run(spark, str(landing), schema=schemas.raw)
     assert second.balanced and second.rejected == 0, second.line()
+    for held, destination in late:  # the middle of a split transaction, after the file behind it
+        shutil.move(held, destination)
+    after_late = ingest.run(spark, str(landing), schema=schemas.raw)
+    assert after_late.balanced and after_late.rejected == 0, after_late.line()
+    again = ingest.run(spark, str(landing), schema=schemas.raw)
     assert again.files == 0 and again.landed == 0, again.line()
     dbt("run", "-s", "+consumer_records", "+sequin_violations")
     dbt("run", "-s", "+consumer_records", "+sequin_violations")  # a rerun with nothing new
@@ -80,32 +216,41 @@ def test_models_equal_postgres_after_live_capture(postgres, spark, dbt, schemas,
 
     problems = []
     for source_id, t in sorted(truth.items()):
-        expected = {table: rows for table, rows in t["state"].items()}
-        actual = consumer_state(spark_query(spark), schemas.models, source_id)
-        for table in expected:
-            actual.setdefault(table, [])
-        problems += [
-            f"{source_id}: {p}" for p in oracle.compare_states(expected, actual, t["types"], t["keys"])
-        ]
-        sequin = [
-            (r.commit_lsn, r.commit_idx, r.action)
-            for r in spark.sql(
-                f"select commit_lsn, commit_idx, action from {schemas.models}.sequin_events "
-                f"where source_id = '{source_id}' order by seq"
-            ).collect()
-        ]
-        if sequin != t["positions"]:
-            problems.append(f"{source_id}: sequin_events differs from the decoded changes")
+        found = consumer_problems(spark, schemas.models, source_id, t)
+        found += sequin_problems(spark, schemas.models, source_id, t)
+        problems += [f"{source_id}: {p}" for p in found]
     assert not problems, problems[:20]
-    assert len(truth) == len(SEEDS)
+    assert len(truth) == len(SEEDS) + 2
 
 
-def test_decoded_positions_counts_every_change_once():
-    tx = [
-        '{"action":"B","xid":1,"lsn":"0/10"}',
-        '{"action":"I","xid":1,"lsn":"0/8"}',
-        '{"action":"U","xid":1,"lsn":"0/9"}',
-        '{"action":"C","xid":1,"lsn":"0/10"}',
+def test_expected_changes_follow_decode_order_not_positions():
+    """A heartbeat decoded right before a commit at its own LSN comes first, takes no change's place
+    and carries no commit LSN; a transaction decoded before the snapshot's point is not expected."""
+    snapshot = [
+        '{"action":"B","xid":0,"lsn":"0/F","snapshot":true}',
+        '{"action":"R","xid":0,"lsn":"0/F","schema":"public","table":"t"}',
+        '{"action":"C","xid":0,"lsn":"0/F","snapshot":true}',
     ]
-    assert decoded_positions(tx + tx) == [(16, 0, "insert"), (16, 1, "update")]
-    assert parse_lsn("0/10") == 16
+    decoded = [
+        '{"action":"B","xid":1,"lsn":"0/8"}',
+        '{"action":"I","xid":1,"lsn":"0/7","schema":"public","table":"t"}',
+        '{"action":"C","xid":1,"lsn":"0/8"}',
+        '{"action":"M","xid":null,"lsn":"0/20","transactional":false,"prefix":"p","content":"x"}',
+        '{"action":"B","xid":2,"lsn":"0/20"}',
+        '{"action":"I","xid":2,"lsn":"0/18","schema":"public","table":"t"}',
+        '{"action":"M","xid":2,"lsn":"0/19","transactional":true,"prefix":"p","content":"y"}',
+        '{"action":"C","xid":2,"lsn":"0/20"}',
+    ]
+    expected = oracle.expected_changes(snapshot, decoded)
+    assert [change for _group, change in expected] == [
+        (15, "read", "public", "t"),
+        (None, "message", None, None),
+        (32, "insert", "public", "t"),
+        (32, "message", None, None),
+    ]
+    actual = [change for _group, change in expected]
+    assert oracle.compare_sequences(expected, actual) == []
+    # The message ordered after the transaction at its LSN (a position rule's mistake) is caught.
+    swapped = [actual[0], actual[2], actual[3], actual[1]]
+    assert oracle.compare_sequences(expected, swapped) != []
+    assert oracle.compare_sequences(expected, actual[:-1]) != []

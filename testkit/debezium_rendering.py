@@ -1,0 +1,263 @@
+"""What a Debezium 2.x Postgres connector would have written for the changes a wal2json slot decoded.
+
+The end-to-end oracle lands the same live workload a second time in Debezium's form, so that both
+formats meet one truth (the tables in Postgres). Each decoded change becomes the event Debezium emits
+for it (JSON converter, ``decimal.handling.mode=string``, default ``time.precision.mode``):
+
+- insert ``c``; update ``u`` (``before`` is the old row under REPLICA IDENTITY FULL, else null); a
+  primary-key change a delete of the old key and a create of the new one at the same LSN; delete
+  ``d`` (``before`` holds the identity, other columns null); one truncate ``t`` per table; logical
+  messages ``m`` (content base64, ``source.txId`` null outside a transaction); snapshot reads ``r``
+  (``source.snapshot`` first/true/last) at the snapshot's LSN.
+- An unchanged TOASTed column (absent from wal2json's update) is ``__debezium_unavailable_value``.
+- ``source.sequence`` is ``[<previous commit's LSN>, <event LSN>]``.
+- Values: integers and floats as JSON numbers, numeric as its text, timestamptz as
+  ``io.debezium.time.ZonedTimestamp`` (ISO-8601 in UTC, ``Z``), date as ``io.debezium.time.Date``
+  (days since the epoch), json/jsonb and text as strings.
+
+``keyed`` lines carry the Kafka key beside the value (``{"key": …, "value": …}``; a keyless table's
+key is null) and transaction metadata (``transaction.total_order``); their first streamed
+transaction names no previous commit (null, as after a fresh snapshot). Bare lines are the value
+alone, their keys declared in a table-keys file, and their first streamed transaction names the
+snapshot's LSN as its previous commit: a tie with the snapshot's position. Each rendering is cut
+into files with a connector restart in the middle of a transaction (the next file starts again at
+that transaction's first event) and a snapshot whose reads span two files, the second also holding
+the first streamed transaction.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import dataclass
+from datetime import UTC, date, datetime
+from decimal import Decimal
+from pathlib import Path
+
+from python_jobs.lsn import parse_lsn
+from testkit.oracle import FLOAT_TYPES, INTEGER_TYPES, base_type
+
+UNAVAILABLE = "__debezium_unavailable_value"
+VERSION = "2.7.3.Final"
+EPOCH_DAY = date(1970, 1, 1)
+SNAPSHOT_TXID = 1
+
+
+@dataclass(frozen=True)
+class Event:
+    """One rendered event and its place: ``group`` names the events whose relative order the format
+    does not carry (bare lines: events of one transaction at one LSN, and a snapshot's reads)."""
+
+    group: tuple
+    action: str
+    schema: str | None
+    table: str | None
+    value: dict
+    key: dict | None
+
+
+def debezium_value(pg_type: str, value):
+    if value is None:
+        return None
+    kind = base_type(pg_type)
+    if kind in INTEGER_TYPES:
+        return int(value)
+    if kind in FLOAT_TYPES:
+        return float(value)
+    if kind == "numeric":
+        return str(value)
+    if kind == "boolean":
+        return bool(value)
+    if kind == "timestamp with time zone":
+        moment = datetime.fromisoformat(str(value)).astimezone(UTC)
+        return moment.isoformat().replace("+00:00", "Z")
+    if kind == "date":
+        return (date.fromisoformat(str(value)) - EPOCH_DAY).days
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def _columns(change: dict, field: str) -> dict[str, tuple[str, object]]:
+    return {c["name"]: (c["type"], c["value"]) for c in change.get(field, [])}
+
+
+class Renderer:
+    """Turns decoded units into events, in decode order; ``skip`` names tables left out."""
+
+    def __init__(self, types: dict[str, dict[str, str]], keyed: bool, skip: frozenset[str] = frozenset()):
+        self.types = types
+        self.keyed = keyed  # and with transaction metadata, which orders a transaction's events
+        self.skip = skip
+        self.previous_commit: int | None = None
+        self.events: list[Event] = []
+
+    def _source(self, schema, table, lsn: int, txid, ts_ms: int, snapshot: str = "false") -> dict:
+        previous = None if self.previous_commit is None else str(self.previous_commit)
+        return {
+            "version": VERSION,
+            "connector": "postgresql",
+            "name": "oracle",
+            "ts_ms": ts_ms,
+            "snapshot": snapshot,
+            "db": "oracle",
+            "sequence": json.dumps([previous, str(lsn)]),
+            "schema": schema,
+            "table": table,
+            "txId": txid,
+            "lsn": lsn,
+            "xmin": None,
+        }
+
+    def _row(self, table: str, values: dict[str, tuple[str, object]], fill: bool) -> dict:
+        """All the table's columns: the ones given rendered, the others null (``fill``) or unavailable."""
+        row = {}
+        for name in self.types[table]:
+            if name in values:
+                row[name] = debezium_value(values[name][0], values[name][1])
+            else:
+                row[name] = None if fill else UNAVAILABLE
+        return row
+
+    def _key(self, table: str, pk: list[str], row: dict) -> dict | None:
+        return {name: row[name] for name in pk} if pk else None
+
+    def _add(self, group, action, schema, table, value, key, transaction=None) -> None:
+        value = {**value, "transaction": transaction if self.keyed else None}
+        self.events.append(Event(group, action, schema, table, value, key))
+
+    def snapshot(self, lsn: int, ts_ms: int, reads: list[dict]) -> None:
+        reads = [r for r in reads if f"{r['schema']}.{r['table']}" not in self.skip]
+        for n, read in enumerate(reads):
+            table = f"{read['schema']}.{read['table']}"
+            flag = "first" if n == 0 else "last" if n == len(reads) - 1 else "true"
+            after = self._row(table, _columns(read, "columns"), fill=True)
+            source = self._source(read["schema"], read["table"], lsn, SNAPSHOT_TXID, ts_ms, flag)
+            pk = [c["name"] for c in read.get("pk", [])]
+            value = {"before": None, "after": after, "source": source, "op": "r", "ts_ms": ts_ms}
+            key = self._key(table, pk, after)
+            self._add(("snapshot", lsn), "read", read["schema"], read["table"], value, key)
+        self.previous_commit = None if self.keyed else lsn
+
+    def message(self, record: dict, ts_ms: int, txid=None, group=None, transaction=None) -> None:
+        lsn = parse_lsn(record["lsn"])
+        source = self._source(None, None, lsn, txid, ts_ms)
+        content = base64.b64encode(record["content"].encode()).decode()
+        value = {
+            "source": source,
+            "op": "m",
+            "ts_ms": ts_ms,
+            "message": {"prefix": record["prefix"], "content": content},
+        }
+        self._add(group or ("message", lsn), "message", None, None, value, None, transaction)
+
+    def transaction(self, xid: int, commit_lsn: int, ts_ms: int, changes: list[dict]) -> None:
+        order = 0
+        for change in changes:
+            lsn = parse_lsn(change["lsn"])
+            # Without metadata, events of a transaction at one LSN carry no order of their own.
+            group = ("transaction", commit_lsn, order if self.keyed else lsn)
+            if change["action"] == "M":
+                order += 1
+                self.message(change, ts_ms, xid, group, self._metadata(xid, commit_lsn, order))
+                continue
+            table = f"{change['schema']}.{change['table']}"
+            if table in self.skip:
+                continue
+            source = self._source(change["schema"], change["table"], lsn, xid, ts_ms)
+            for action, value, key in self._row_events(change, table, source):
+                order += 1
+                if self.keyed:
+                    group = ("transaction", commit_lsn, order)
+                metadata = self._metadata(xid, commit_lsn, order)
+                value = {**value, "ts_ms": ts_ms}
+                self._add(group, action, change["schema"], change["table"], value, key, metadata)
+        self.previous_commit = commit_lsn
+
+    @staticmethod
+    def _metadata(xid: int, commit_lsn: int, order: int) -> dict:
+        return {"id": f"{xid}:{commit_lsn}", "total_order": order, "data_collection_order": order}
+
+    def _row_events(self, change: dict, table: str, source: dict):
+        action = change["action"]
+        if action == "T":
+            return [("truncate", {"before": None, "after": None, "source": source, "op": "t"}, None)]
+        pk = [c["name"] for c in change.get("pk", [])]
+        identity = _columns(change, "identity")
+        full_identity = set(identity) == set(self.types[table])
+        before = self._row(table, identity, fill=True) if identity else None
+        if action == "D":
+            key = self._key(table, pk, before)
+            return [("delete", {"before": before, "after": None, "source": source, "op": "d"}, key)]
+        after = self._row(table, _columns(change, "columns"), fill=action == "I")
+        key = self._key(table, pk, after)
+        if action == "I":
+            return [("insert", {"before": None, "after": after, "source": source, "op": "c"}, key)]
+        old_key = self._key(table, pk, before) if before and all(k in identity for k in pk) else key
+        if old_key != key:
+            delete = {"before": before, "after": None, "source": source, "op": "d"}
+            create = {"before": None, "after": after, "source": source, "op": "c"}
+            return [("delete", delete, old_key), ("insert", create, key)]
+        shown = before if full_identity else None
+        return [("update", {"before": shown, "after": after, "source": source, "op": "u"}, key)]
+
+    def line(self, event: Event) -> str:
+        if self.keyed:
+            return json.dumps({"key": event.key, "value": event.value}, separators=(",", ":"))
+        return json.dumps(event.value, separators=(",", ":"))
+
+
+def _ts_ms(record: dict) -> int:
+    stamp = record.get("timestamp")
+    return int(datetime.fromisoformat(stamp).timestamp() * 1000) if stamp else 0
+
+
+def render(snapshot_lines: list[str], decoded: list[str], renderer: Renderer) -> list[Event]:
+    """The snapshot, then every unit (transaction, non-transactional message) ``decoded`` after the
+    snapshot's point, in decode order (``oracle.expected_changes`` draws the same line)."""
+    records = [json.loads(line, parse_float=Decimal) for line in snapshot_lines]
+    snapshot_lsn = parse_lsn(records[0]["lsn"])
+    renderer.snapshot(snapshot_lsn, _ts_ms(records[0]), records[1:-1])
+    current: list[dict] | None = None
+    for line in decoded:
+        record = json.loads(line, parse_float=Decimal)
+        if record["action"] == "B":
+            current = []
+        elif record["action"] == "C":
+            commit_lsn = parse_lsn(record["lsn"])
+            if commit_lsn > snapshot_lsn:
+                renderer.transaction(record["xid"], commit_lsn, _ts_ms(record), current or [])
+            current = None
+        elif current is not None:
+            current.append(record)
+        elif record["action"] == "M" and parse_lsn(record["lsn"]) > snapshot_lsn + 1:
+            renderer.message(record, 0)
+    return renderer.events
+
+
+def write_files(directory: Path, renderer: Renderer, events: list[Event], per_file: int) -> list[Path]:
+    """The events as files of about ``per_file`` lines, named in order.
+
+    One cut falls in the middle of the snapshot's reads, one in the middle of the first streamed
+    transaction of several events; a cut inside a transaction starts the next file again at that
+    transaction's first event (a connector restarted from its last committed offset)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    reads = sum(1 for e in events if e.action == "read")
+    cuts = {max(1, reads // 2), *range(reads + per_file, len(events), per_file)}
+    for index in range(reads + 1, len(events)):
+        if _same_tx(events[index - 1], events[index]):
+            cuts.add(index)  # between the first two events of a transaction
+            break
+    files, start = [], 0
+    for cut in [*sorted(cuts), len(events)]:
+        if cut <= start:
+            continue
+        path = directory / f"part-{len(files):06d}.jsonl"
+        path.write_text("".join(renderer.line(e) + "\n" for e in events[start:cut]))
+        files.append(path)
+        start = cut
+        while 0 < start < len(events) and _same_tx(events[start - 1], events[cut]):
+            start -= 1  # replay the interrupted transaction from its first event
+    return files
+
+
+def _same_tx(a: Event, b: Event) -> bool:
+    return a.group[0] == b.group[0] == "transaction" and a.group[1] == b.group[1]
