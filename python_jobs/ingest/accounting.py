@@ -120,6 +120,13 @@ def _outcome(
 ) -> FileOutcome:
     """One file's outcome, checked: the counts add up and the pending lines are a tail of the file."""
     path = p.landing_file
+    if lines_in_file == 0 and p.file_size:
+        # Lines and plan meet by the file's name: a name read differently from the listing's would
+        # otherwise account for nothing and pass, and the file would be marked done unread.
+        raise IngestError(
+            f"{path} has {p.file_size} bytes but no line of it was read; it is not marked done "
+            "(an empty compressed file, or a path the job cannot match to what Spark read)"
+        )
     to_line = max(lines_in_file, p.from_line - 1)
     n_read = to_line - p.from_line + 1
     landed, rejected, control, pending = (stats[(path, k)].n if (path, k) in stats else 0 for k in KINDS)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from python_jobs.ingest.changeset import FORMAT_DEBEZIUM, FORMAT_WAL2JSON
@@ -128,6 +128,24 @@ def probe(spark: SparkSession, path: str, detect: bool) -> str | None:
         raise LandingError(f"cannot read landing file {path}: {_first_line(exc)}") from exc
 
 
+# Characters Hadoop's glob reads as a pattern; Spark globs every path it is given to read.
+_GLOB_CHARS = frozenset("{}[]*?\\")
+
+
+def _readable(paths: list[str]) -> list[str]:
+    """The paths as Spark's reader takes them literally: glob characters escaped."""
+    return ["".join("\\" + c if c in _GLOB_CHARS else c for c in path) for path in paths]
+
+
+def _read_file_path() -> Column:
+    """The file a row was read from, named as ``list_files`` names it.
+
+    Spark gives the file's URL (``land%20ing/50%25/a%23b``) where Hadoop's listing gives the path as
+    it is (``land ing/50%/a#b``). ``url_decode`` is form decoding, which reads ``+`` as a space: a
+    ``+`` in a URL is a literal ``+``, so it is escaped first."""
+    return F.url_decode(F.replace(F.col("_metadata.file_path"), F.lit("+"), F.lit("%2B")))
+
+
 def line_counts(spark: SparkSession, paths: list[str]) -> dict[str, int]:
     """Lines per file, counted from the text alone (a check on what the transforms account for).
 
@@ -135,8 +153,8 @@ def line_counts(spark: SparkSession, paths: list[str]) -> dict[str, int]:
     ``read_lines`` splits: a trailing newline ends the last line, a lone ``\\r`` is part of a line."""
     counted = (
         spark.read.option("lineSep", "\n")
-        .text(paths)
-        .groupBy(F.col("_metadata.file_path").alias("landing_file"))
+        .text(_readable(paths))
+        .groupBy(_read_file_path().alias("landing_file"))
         .count()
     )
     return {r.landing_file: r["count"] for r in counted.collect()}
@@ -155,9 +173,9 @@ def read_lines(spark: SparkSession, plan: DataFrame, paths: list[str]) -> DataFr
     value = F.col("value")
     text = F.when(value.endswith("\n"), F.expr("substring(value, 1, length(value) - 1)")).otherwise(value)
     files = (
-        spark.read.text(paths, wholetext=True)
+        spark.read.text(_readable(paths), wholetext=True)
         .where(F.length("value") > 0)
-        .select(F.col("_metadata.file_path").alias("landing_file"), text.alias("value"))
+        .select(_read_file_path().alias("landing_file"), text.alias("value"))
         .join(F.broadcast(plan), on="landing_file", how="inner")
     )
     return (

@@ -337,3 +337,33 @@ def test_a_large_batch_uses_more_shuffle_partitions_for_itself_only(spark, landi
     assert len(seen) == 1 and int(seen[0]) == max(int(session_value), 17)
     assert spark.conf.get("spark.sql.shuffle.partitions") == session_value
     assert _positions(spark, schema + "_many") == expected
+
+
+def test_any_legal_path_lands(spark, tmp_path, schema):
+    """Spark names a file URL-encoded (land%20ing, 50%25, a%23b) where the listing names it as it is:
+    the lines must still be matched to their planned file, whatever the path holds."""
+    root = tmp_path / "land ing"
+    sources = ("50%", "a#b", "données", "sq[1]{x}")
+    for source in sources:
+        (root / source).mkdir(parents=True)
+        write(root / source / "0001 a+b.jsonl", FIXTURE_LINES[:4])
+    summary, _ = ingest(spark, root, schema)
+    assert (summary.files, summary.landed, summary.control) == (4, 8, 8) and summary.balanced
+    events = rows(spark, schema, EVENTS)
+    assert sorted({e["landing_file"] for e in events}) == sorted(
+        f"file:{root / source / '0001 a+b.jsonl'}" for source in sources
+    )
+    assert {e["source_id"] for e in events} == set(sources)
+
+
+def test_a_file_with_bytes_but_no_line_read_is_not_marked_done(spark, tmp_path, schema, monkeypatch):
+    from python_jobs.ingest import landing as landing_module
+
+    root = tmp_path / "land ing"
+    (root / "src").mkdir(parents=True)
+    write(root / "src" / "0001.jsonl", FIXTURE_LINES[:4])
+    # Lines that never meet their planned file (as Spark's URL-encoded names once did).
+    monkeypatch.setattr(landing_module, "_read_file_path", lambda: landing_module.F.lit("elsewhere"))
+    with pytest.raises(job.IngestError, match=r"0001.jsonl has \d+ bytes but no line of it was read"):
+        ingest(spark, root, schema)
+    assert rows(spark, schema, FILES) == [] and rows(spark, schema, EVENTS) == []
