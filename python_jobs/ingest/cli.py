@@ -11,6 +11,7 @@ from python_jobs.ingest.job import run
 from python_jobs.ingest.landing import LandingError
 from python_jobs.ingest.ledger import DEFAULT_SCHEMA
 from python_jobs.ingest.plan import DEFAULT_MAX_BATCH_BYTES, FORMAT_AUTO, FORMATS
+from python_jobs.ingest.table_keys import TableKeysError, load
 
 
 def _positive_int(text: str) -> int:
@@ -95,6 +96,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "optional k, m or g suffix, 0 for no limit (env WAL_LAKE_MAX_BATCH_SIZE; "
         f"default {DEFAULT_MAX_BATCH_BYTES // 2**20}m)",
     )
+    parser.add_argument(
+        "--table-keys",
+        metavar="FILE",
+        default=env.get("WAL_LAKE_TABLE_KEYS") or None,
+        help="the table registry: key columns of tables whose Debezium lines carry no Kafka key "
+        "(env WAL_LAKE_TABLE_KEYS; default: the project's seeds/table_keys.csv)",
+    )
     return parser.parse_args(argv)
 
 
@@ -112,6 +120,11 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
+    try:
+        load(args.table_keys)  # a misconfigured registry fails before Spark starts
+    except TableKeysError as exc:
+        print(f"ingest: error: {exc}", file=sys.stderr)
+        return 2
     from python_jobs.spark_session import SparkSetupError, get_spark
 
     try:
@@ -128,6 +141,7 @@ def main(argv: list[str] | None = None) -> int:
             schema=args.target_schema,
             max_files_per_batch=args.max_files_per_batch,
             max_bytes_per_batch=args.max_batch_size or None,
+            table_keys_file=args.table_keys,
         )
     except (LandingError, IngestError) as exc:
         print(f"ingest: error: {exc}", file=sys.stderr)

@@ -11,18 +11,29 @@ Keys come from the Kafka key when the line carries one, else from the table ``re
 declares (columns ``source_schema``, ``source_table``, ``key_columns``). A change whose key columns
 cannot be known is rejected, never keyed on a guess.
 
-Values: strings are their content, JSON numbers their exact text, nested JSON its JSON text, a column
-sent as ``__debezium_unavailable_value`` (an unchanged TOASTed value) is absent from ``record``.
+A line that carries its Kafka key as null (or an empty key) is a change of a table without a primary
+key: unless the registry declares key columns for the table, it lands with a null ``record_pk``. A
+bare value of a table the registry does not declare is rejected: nothing in it tells a table without
+a key from one whose key was not sent.
+
+Values: strings are their content, JSON numbers their exact text, nested JSON its JSON text. A column
+Debezium sends as its unavailable-value placeholder (an unchanged TOASTed value), in whatever shape the
+column's type gives it, is absent from ``record``: the column was not sent.
 Debezium encodes ``numeric`` per ``decimal.handling.mode``: ``string`` (recommended) or ``double``
 land readable text; ``precise`` (the default) sends base64 bytes, which land as that text.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import uuid
+
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.types import ArrayType, LongType, MapType, StringType, StructField, StructType
+from pyspark.sql.types import LongType, MapType, StringType, StructField, StructType
 
+from python_jobs.ingest import table_keys
 from python_jobs.ingest.changeset import (
     ACTION_DELETE,
     ACTION_INSERT,
@@ -52,8 +63,23 @@ ROW_OPS = [OP_CREATE, OP_UPDATE, OP_DELETE, OP_READ]
 TABLE_OPS = [*ROW_OPS, OP_TRUNCATE]
 
 UNAVAILABLE = "__debezium_unavailable_value"
-# The placeholder as Debezium sends it for an array column.
-UNAVAILABLE_ARRAY = f'["{UNAVAILABLE}"]'
+_UNAVAILABLE_BYTES = UNAVAILABLE.encode()
+_UNAVAILABLE_BASE64 = base64.b64encode(_UNAVAILABLE_BYTES).decode()
+# Java's UUID.nameUUIDFromBytes: an MD5 name-based UUID of the bytes, without a namespace.
+_UNAVAILABLE_UUID = str(uuid.UUID(bytes=hashlib.md5(_UNAVAILABLE_BYTES).digest(), version=3))
+# The placeholder in each shape Debezium gives it by column type (its UnchangedToastedPlaceholder), as
+# the text a value of the parsed row holds (nested JSON is its compact JSON text).
+UNAVAILABLE_VALUES = (
+    UNAVAILABLE,  # text, json, xml, ...: any type without a shape of its own
+    _UNAVAILABLE_BASE64,  # bytea, binary.handling.mode=bytes (the JSON converter's base64)
+    f'["{UNAVAILABLE}"]',  # text, varchar, char, json and jsonb arrays
+    f'["{_UNAVAILABLE_BASE64}"]',  # bytea arrays
+    "[" + ",".join(str(b) for b in _UNAVAILABLE_BYTES) + "]",  # integer, bigint and date arrays
+    f'{{"{UNAVAILABLE}":"{UNAVAILABLE}"}}',  # hstore, as a map or as its JSON text
+    f'["{_UNAVAILABLE_UUID}"]',  # uuid arrays
+)
+# A geometry is a struct; its WKB never starts with the placeholder's bytes.
+_UNAVAILABLE_WKB = f'"wkb":"{_UNAVAILABLE_BASE64}"'
 SNAPSHOT_LAST = "last"
 TX_STATUS_BEGIN = "BEGIN"
 TX_STATUS_END = "END"
@@ -134,13 +160,6 @@ ENVELOPE_SCHEMA = StructType(
         StructField("event_count", LongType()),
     ]
 )
-REGISTRY_SCHEMA = StructType(
-    [
-        StructField("source_schema", StringType()),
-        StructField("source_table", StringType()),
-        StructField("key_columns", ArrayType(StringType())),
-    ]
-)
 
 
 def _unwrap(text: Column) -> Column:
@@ -154,7 +173,11 @@ def _unwrap(text: Column) -> Column:
 
 def available(row: Column) -> Column:
     """The row without the columns Debezium sent as unavailable (unchanged TOASTed values)."""
-    return F.map_filter(row, lambda _, v: v.isNull() | ~v.isin(UNAVAILABLE, UNAVAILABLE_ARRAY))
+    return F.map_filter(
+        row,
+        lambda _, v: v.isNull()
+        | ~(v.isin(*UNAVAILABLE_VALUES) | (v.startswith("{") & v.contains(_UNAVAILABLE_WKB))),
+    )
 
 
 def key_text(key_columns: Column, row: Column, fallback: Column) -> Column:
@@ -185,15 +208,22 @@ def _read(lines: DataFrame, registry: DataFrame | None) -> DataFrame:
         .withColumn("kafka_key", F.from_json(_unwrap(F.when(F.col("keyed"), w["key"])), _ROW))
     )
     if registry is None:
-        registry = lines.sparkSession.createDataFrame([], REGISTRY_SCHEMA)
-    declared = registry.groupBy("source_schema", "source_table").agg(
-        F.min("key_columns").alias("declared_key")
+        registry = lines.sparkSession.createDataFrame([], table_keys.SCHEMA)
+    declared = registry.groupBy(
+        F.col("source_id").alias("r_source"),
+        F.col("source_schema").alias("r_schema"),
+        F.col("source_table").alias("r_table"),
+    ).agg(F.min("key_columns").alias("r_key"))
+    own = declared.where(F.col("r_source") != table_keys.ANY_SOURCE).withColumnRenamed("r_key", "own_key")
+    shared = declared.where(F.col("r_source") == table_keys.ANY_SOURCE).drop("r_source")
+    same_table = (src["schema"] == F.col("r_schema")) & (src["table"] == F.col("r_table"))
+    return (
+        parsed.join(F.broadcast(own), same_table & (F.col("source_id") == F.col("r_source")), how="left")
+        .drop("r_source", "r_schema", "r_table")
+        .join(F.broadcast(shared), same_table, how="left")
+        .withColumn("declared_key", F.coalesce("own_key", "r_key"))
+        .drop("r_schema", "r_table", "own_key", "r_key")
     )
-    return parsed.join(
-        F.broadcast(declared),
-        (src["schema"] == F.col("source_schema")) & (src["table"] == F.col("source_table")),
-        how="left",
-    ).drop("source_schema", "source_table")
 
 
 def _tombstone() -> Column:
@@ -235,10 +265,11 @@ def _content_error() -> Column:
     no_row = F.when(op == OP_DELETE, available(e["before"]).isNull() & F.col("kafka_key").isNull()).otherwise(
         available(e["after"]).isNull()
     )
+    keyed = is_row_op & ~F.col("keyless")
     return (
         F.when(is_row_op & no_row, F.lit(REASON_NO_ROW))
-        .when(is_row_op & F.col("key_columns").isNull(), no_key)
-        .when(is_row_op & F.col("record_pk").isNull(), F.lit(REASON_KEY_MISSING))
+        .when(keyed & F.col("key_columns").isNull(), no_key)
+        .when(keyed & F.col("record_pk").isNull(), F.lit(REASON_KEY_MISSING))
     )
 
 
@@ -250,9 +281,13 @@ def parse(lines: DataFrame, registry: DataFrame | None = None) -> DataFrame:
     kafka_key_columns = F.when(F.size(F.col("kafka_key")) > 0, F.map_keys(F.col("kafka_key")))
     row = F.when(op == OP_DELETE, available(e["before"])).otherwise(available(e["after"]))
     non_tx_message = (op == OP_MESSAGE) & e["source"]["txId"].isNull()
+    # Debezium keys a table without a primary key with a null Kafka key. A key that is there but
+    # does not parse is not that: it leaves the key unknown.
+    null_key = F.col("keyed") & (F.col("w")["key"].isNull() | (F.size(F.col("kafka_key")) == 0))
     return (
         _read(lines, registry)
         .withColumn("key_columns", F.when(is_row_op, F.coalesce(kafka_key_columns, F.col("declared_key"))))
+        .withColumn("keyless", F.coalesce(is_row_op & F.col("key_columns").isNull() & null_key, F.lit(False)))
         .withColumn("row", row)
         .withColumn(
             "record_pk", F.when(is_row_op, key_text(F.col("key_columns"), F.col("row"), F.col("kafka_key")))

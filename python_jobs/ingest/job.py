@@ -21,8 +21,9 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from python_jobs.ingest import table_keys
 from python_jobs.ingest.accounting import BatchResult, RunSummary, file_outcomes
-from python_jobs.ingest.changeset import ChangeSet, union_all
+from python_jobs.ingest.changeset import FORMAT_DEBEZIUM, ChangeSet, union_all
 from python_jobs.ingest.errors import IngestError
 from python_jobs.ingest.landing import LandingFile, list_files, read_lines
 from python_jobs.ingest.ledger import (
@@ -46,6 +47,7 @@ from python_jobs.ingest.plan import (
     plan_new_batch,
     write_plan,
 )
+from python_jobs.ingest.table_keys import TableKey
 
 __all__ = ["BatchResult", "IngestError", "RunSummary", "load", "run", "run_batch"]
 
@@ -83,12 +85,20 @@ def transform_for(source_format: str) -> Callable[[DataFrame], ChangeSet]:
     return module.transform
 
 
-def transform(lines: DataFrame, formats: list[str]) -> list[ChangeSet]:
-    """One ChangeSet per format present in the batch."""
+def transform(lines: DataFrame, formats: list[str], inputs: dict[str, dict] | None = None) -> list[ChangeSet]:
+    """One ChangeSet per format present in the batch; ``inputs``: a format's own keyword arguments."""
     return [
-        transform_for(fmt)(lines.where(F.col("source_format") == fmt).drop("source_format"))
+        transform_for(fmt)(
+            lines.where(F.col("source_format") == fmt).drop("source_format"), **(inputs or {}).get(fmt, {})
+        )
         for fmt in formats
     ]
+
+
+def _debezium_inputs(ledger: Ledger, frontiers: dict[str, int | None], keys: tuple[TableKey, ...]) -> dict:
+    """The table registry, and what has landed (a replayed event takes back the index it landed with)."""
+    registry = table_keys.to_frame(ledger.spark, keys)
+    return {FORMAT_DEBEZIUM: {"registry": registry, "landed": ledger.table(EVENTS), "frontiers": frontiers}}
 
 
 # --- load ------------------------------------------------------------------------------------------
@@ -154,6 +164,7 @@ def run_batch(
     planned_at: datetime,
     plan: list[PlannedFile],
     frontiers: dict[str, int | None],
+    keys: tuple[TableKey, ...] = (),
 ) -> BatchResult:
     """Execute a written plan: extract, transform, load. Safe to call again for the same plan."""
     started = time.monotonic()
@@ -161,7 +172,7 @@ def run_batch(
     current, partitions = _batch_partitions(spark, plan)
     spark.conf.set("spark.sql.shuffle.partitions", str(partitions))
     try:
-        result = _run_batch(ledger, batch_id, planned_at, plan, frontiers)
+        result = _run_batch(ledger, batch_id, planned_at, plan, frontiers, keys)
     finally:
         spark.conf.set("spark.sql.shuffle.partitions", current)
     return replace(result, seconds=time.monotonic() - started)
@@ -173,11 +184,12 @@ def _run_batch(
     planned_at: datetime,
     plan: list[PlannedFile],
     frontiers: dict[str, int | None],
+    keys: tuple[TableKey, ...] = (),
 ) -> BatchResult:
     formats = sorted({p.source_format for p in plan})
     for fmt in formats:
         transform_for(fmt)  # fail before reading anything when a format module is missing
-    sets = transform(extract(ledger.spark, plan), formats)
+    sets = transform(extract(ledger.spark, plan), formats, _debezium_inputs(ledger, frontiers, keys))
     persisted = [
         df.persist(StorageLevel.MEMORY_AND_DISK)
         for cs in sets
@@ -256,11 +268,14 @@ def run(
     max_files_per_batch: int | None = None,
     out: TextIO = sys.stdout,
     max_bytes_per_batch: int | None = DEFAULT_MAX_BATCH_BYTES,
+    table_keys_file: str | None = None,
 ) -> RunSummary:
     """Land every new file (and re-read pending tails) in batches of at most ``max_files_per_batch``
-    new files and ``max_bytes_per_batch`` bytes of them (None: no limit); return the run's accounting."""
+    new files and ``max_bytes_per_batch`` bytes of them (None: no limit); return the run's accounting.
+    ``table_keys_file``: the table registry (None: the project's seeds/table_keys.csv)."""
     if source_format not in FORMATS:
         raise IngestError(f"unknown format '{source_format}' (expected one of {', '.join(FORMATS)})")
+    keys = table_keys.load(table_keys_file)
     started = time.monotonic()
     ledger = _open_ledger(spark, schema)
     listed = list_files(spark, landing, sources)
@@ -269,7 +284,7 @@ def run(
     summary = RunSummary()
     batches = _batches(ledger, listed, known, source_format, max_files_per_batch, max_bytes_per_batch, out)
     for batch_id, planned_at, plan in batches:
-        result = run_batch(ledger, batch_id, planned_at, plan, known.frontiers)
+        result = run_batch(ledger, batch_id, planned_at, plan, known.frontiers, keys)
         known.record(batch_id, result)
         summary.add(plan, result)
         print(summary.batch_line(batch_id, plan, result), file=out, flush=True)

@@ -9,14 +9,17 @@ table, txId, lsn, xmin; then op, ts_ms, before, after and transaction.
 
 from __future__ import annotations
 
+import base64
+import io
 import json
 from collections import defaultdict
 from datetime import UTC, datetime
 
 import pytest
 
-from python_jobs.ingest import debezium, debezium_envelope
+from python_jobs.ingest import cli, debezium, debezium_envelope, job, table_keys
 from python_jobs.ingest.changeset import EVENTS_SCHEMA, LINES_SCHEMA, PENDING_SCHEMA, REJECTS_SCHEMA
+from python_jobs.ingest.ledger import EVENTS
 from testkit import sample
 
 SOURCE = "shop_debezium"
@@ -145,6 +148,37 @@ _message = value("m", T1, 24_000_100)
 _message["source"]["schema"] = _message["source"]["table"] = ""
 _message["message"] = {"prefix": "audit", "content": "aGVsbG8="}
 _before_key_only = {"id": 1, "email": None, "bio": None, "balance": None, "updated_at": None}
+
+# A non-transactional message is decoded at its own LSN, between two commits. Debezium handles it as
+# a commit of its own: its sequence is [its LSN, its LSN], and the next transaction names it as the
+# last commit (its events may lie on either side of the message's LSN).
+MSG_LSN = 24_001_500
+_nontx_message = value("m", (MSG_LSN, None), MSG_LSN)
+_nontx_message["source"]["schema"] = _nontx_message["source"]["table"] = ""
+_nontx_message["message"] = {"prefix": "heartbeat", "content": "MQ=="}
+
+# The unavailable-value placeholder in every shape Debezium gives it by column type (its
+# UnchangedToastedPlaceholder): bytea as base64 of the placeholder's bytes (binary.handling.mode=bytes),
+# int/bigint/date arrays as those bytes, bytea arrays as base64 texts, hstore as a map or its JSON text,
+# uuid arrays as the placeholder's name-based UUID; a geometry with the placeholder as its WKB.
+_PLACEHOLDER_BYTES = UNAVAILABLE.encode()
+_PLACEHOLDER_B64 = base64.b64encode(_PLACEHOLDER_BYTES).decode()
+PLACEHOLDER_SHAPES = {
+    "body": UNAVAILABLE,
+    "photo": _PLACEHOLDER_B64,
+    "tags": [UNAVAILABLE],
+    "thumbs": [_PLACEHOLDER_B64],
+    "scores": list(_PLACEHOLDER_BYTES),
+    "attrs": {UNAVAILABLE: UNAVAILABLE},
+    "attrs_json": json.dumps({UNAVAILABLE: UNAVAILABLE}, separators=(",", ":")),
+    "refs": ["b68a35a7-17ad-35b3-af2a-ae46edb4545a"],
+    "shape": {"wkb": _PLACEHOLDER_B64, "srid": None},
+}
+
+
+def _audit(n, note):
+    return {"at": f"2026-01-0{n}T00:00:00Z", "note": note}
+
 
 # scenario -> [(file, [record (dict or raw line), ...]), ...]
 SCENARIOS: dict[str, list[tuple[str, list]]] = {
@@ -312,6 +346,58 @@ SCENARIOS: dict[str, list[tuple[str, list]]] = {
     ],
     "rejects": [(FILE, [*REJECTED, closer()])],
     "message": [(FILE, [_message, closer()])],
+    "nontx_message": [
+        (
+            FILE,
+            [
+                value("c", T1, 24_000_100, after=customer(1)),
+                _nontx_message,
+                value("c", (MSG_LSN, 702), 24_001_400, after=customer(2)),
+                value("u", (MSG_LSN, 702), 24_001_600, after=customer(2, email="m@example.com")),
+                closer(),
+            ],
+        )
+    ],
+    "toast_shapes": [
+        (
+            FILE,
+            [
+                keyed(
+                    {"id": 1},
+                    value(
+                        "u",
+                        T1,
+                        24_000_100,
+                        table="documents",
+                        after={"id": 1, "title": "t", "nums": [1, 2], **PLACEHOLDER_SHAPES},
+                    ),
+                ),
+                closer(),
+            ],
+        )
+    ],
+    # No primary key: the Kafka key is null. Two rows of one multi-row insert share an LSN.
+    "keyless": [
+        (
+            FILE,
+            [
+                keyed(None, value("c", T1, 24_000_100, table="audit_log", after=_audit(2, "b"))),
+                keyed(None, value("c", T1, 24_000_100, table="audit_log", after=_audit(1, "a"))),
+                keyed(
+                    None,
+                    value(
+                        "u", T1, 24_000_200, table="audit_log", before=_audit(1, "a"), after=_audit(1, "c")
+                    ),
+                ),
+                keyed(None, value("d", T1, 24_000_300, table="audit_log", before=_audit(2, "b"))),
+                keyed(None, value("c", T1, 24_000_400, after=customer(7))),  # the registry keys it
+                closer(),
+            ],
+        )
+    ],
+    "registry_per_source": [
+        (FILE, [value("c", T1, 24_000_100, table="accounts", after={"id": 5, "number": "A-5"}), closer()])
+    ],
 }
 
 
@@ -382,7 +468,12 @@ def landed_without_registry(spark, sample_zone):
 @pytest.fixture(scope="module")
 def landed(spark):
     registry = spark.createDataFrame(
-        [("public", "customers", ["id"]), ("public", "accounts", ["id"])], debezium_envelope.REGISTRY_SCHEMA
+        [
+            ("*", "public", "customers", ["id"]),
+            ("*", "public", "accounts", ["id"]),
+            ("registry_per_source", "public", "accounts", ["number"]),
+        ],
+        table_keys.SCHEMA,
     )
     return _run(spark, _lines(spark, SCENARIOS), registry)
 
@@ -471,6 +562,8 @@ def test_key_change_as_delete_plus_create_and_as_update(landed):
         ("update", 2, '["4"]'),
     ]
     assert delete["record"]["id"] == "1"
+    # The create of the new key is a move from the old one: it names the key it moved from.
+    assert create["old_record_pk"] == '["1"]' and delete["old_record_pk"] is None
     assert update["old_record_pk"] == '["2"]'
     assert update["changes"] == {"id": "2"}
 
@@ -596,6 +689,47 @@ def test_logical_message(landed):
     assert event["source_table"] is None and event["record_pk"] is None and event["key_columns"] is None
 
 
+def test_a_non_transactional_message_has_a_position_no_change_can_take(landed):
+    got = [(e["commit_lsn"], e["commit_idx"], e["action"]) for e in landed["nontx_message"]["events"]]
+    # Decoded between the two transactions: before every change of the one that names it as the last
+    # commit, whatever their event LSNs, and at an index no change takes.
+    assert got == [
+        (T1[0], 0, "insert"),
+        (MSG_LSN, -1, "message"),
+        (MSG_LSN, 0, "insert"),
+        (MSG_LSN, 1, "update"),
+    ]
+    message = landed["nontx_message"]["events"][1]
+    assert message["record"]["transactional"] == "false" and message["xid"] is None
+
+
+def test_the_unavailable_placeholder_in_any_shape_is_a_column_not_sent(landed):
+    (event,) = landed["toast_shapes"]["events"]
+    assert event["record"] == {"id": "1", "title": "t", "nums": "[1,2]"}
+
+
+def test_changes_of_a_table_without_a_key_land_with_a_null_record_pk(landed):
+    out = landed["keyless"]
+    assert out["rejects"] == []
+    got = [(e["commit_idx"], e["action"], e["record_pk"], e["key_columns"]) for e in out["events"]]
+    assert got == [
+        (0, "insert", None, None),
+        (1, "insert", None, None),  # same LSN, another row: its own position
+        (2, "update", None, None),
+        (3, "delete", None, None),
+        (4, "insert", '["7"]', ["id"]),  # a null Kafka key, but the registry declares the table's key
+    ]
+    update, delete = out["events"][2:4]
+    assert update["record"] == _audit(1, "c") and update["changes"] == {"note": "a"}
+    assert update["old_record_pk"] is None and delete["record"] == _audit(2, "b")
+
+
+def test_a_registry_row_for_the_source_wins_over_one_for_every_source(landed):
+    (event,) = landed["registry_per_source"]["events"]
+    assert (event["key_columns"], event["record_pk"]) == (["number"], '["A-5"]')
+    assert landed["snapshot"]["events"][0]["key_columns"] == ["id"]  # accounts elsewhere: the * row
+
+
 def test_the_sample_debezium_zone_replays_to_its_expected_state(landed_without_registry, sample_zone):
     """End to end: generated files -> transform -> last touch per key wins == expected.json."""
     manifest = json.loads((sample_zone / "manifest.json").read_text())["sources"][SAMPLE_SOURCE]
@@ -613,14 +747,18 @@ def test_the_sample_debezium_zone_replays_to_its_expected_state(landed_without_r
         )
     assert len(by_position) == manifest["distinct_positions"] - manifest["pending_lines"]
     state: dict[str, dict] = {}
+    deleted: dict[tuple, dict] = {}
     for _, e in sorted(by_position.items()):
         table = state.setdefault(f"{e['source_schema']}.{e['source_table']}", {})
         if e["action"] == "truncate":
             table.clear()
         elif e["action"] == "delete":
-            table.pop(e["record_pk"], None)
+            deleted[(e["source_table"], e["record_pk"])] = table.pop(e["record_pk"], {})
         else:
             previous = table.pop(e["old_record_pk"] or e["record_pk"], {})
+            # A Debezium key change deletes the old key first: the move takes its last values.
+            if e["old_record_pk"] and not previous:
+                previous = deleted.get((e["source_table"], e["old_record_pk"]), {})
             table[e["record_pk"]] = {**previous, **e["record"]}
 
     expected = json.loads((sample_zone / manifest["expected_state"]).read_text())
@@ -641,3 +779,119 @@ def test_the_sample_debezium_zone_replays_to_its_expected_state(landed_without_r
                     assert landed_value.replace("Z", "+00:00") == expected_value
                 else:
                     assert landed_value == str(expected_value), (name, pk, column)
+
+
+# --- the job: the table registry file, and positions whatever the batching -------------------------
+
+SNAP = 23_900_000
+T1_AT_SNAPSHOT = (SNAP, 700)  # a streamed transaction naming the snapshot's LSN as its last commit
+T2_ = (23_950_300, 701)
+T3_ = (23_950_600, 702)
+T4_ = (23_950_900, 703)
+_T2 = [value("c", T2_, 23_950_400, after=customer(4)), value("u", T2_, 23_950_500, after=customer(4, "u@x"))]
+_T3 = [value("c", T3_, 23_950_700, after=customer(5)), value("c", T3_, 23_950_800, after=customer(6))]
+# Bare values (keyed by the registry file). The snapshot's last read, and a transaction at its LSN
+# that goes on in the next file; after a connector restart, a replay from the middle of T2, which a
+# batch before has landed.
+BATCHING_FILES = {
+    "0001.jsonl": [
+        *_snapshot([("customers", customer(1)), ("customers", customer(2))], lsn=SNAP),
+        value("u", T1_AT_SNAPSHOT, 23_950_100, after=customer(1, "t1@x")),
+    ],
+    "0002.jsonl": [value("c", T1_AT_SNAPSHOT, 23_950_200, after=customer(3)), *_T2, _T3[0]],
+    "0003.jsonl": [_T2[1], *_T3, value("c", T4_, 23_951_000, after=customer(7))],
+}
+BATCHING_POSITIONS = {
+    ("0001.jsonl", 1): (SNAP, 0, '["1"]'),
+    ("0001.jsonl", 2): (SNAP, 1, '["2"]'),
+    ("0001.jsonl", 3): (SNAP, 2, '["1"]'),  # after the snapshot's reads at its LSN
+    ("0002.jsonl", 1): (SNAP, 3, '["3"]'),
+    ("0002.jsonl", 2): (T2_[0], 0, '["4"]'),
+    ("0002.jsonl", 3): (T2_[0], 1, '["4"]'),
+    ("0002.jsonl", 4): (T3_[0], 0, '["5"]'),
+    ("0003.jsonl", 1): (T2_[0], 1, '["4"]'),  # the replay: the position it landed at
+    ("0003.jsonl", 2): (T3_[0], 0, '["5"]'),
+    ("0003.jsonl", 3): (T3_[0], 1, '["6"]'),
+}  # the last transaction waits for its commit
+
+
+@pytest.fixture(scope="module")
+def batching_zone(tmp_path_factory):
+    root = tmp_path_factory.mktemp("batching")
+    (root / "landing" / "dbz").mkdir(parents=True)
+    for name, records in BATCHING_FILES.items():
+        text = "".join(json.dumps(r, separators=(",", ":")) + "\n" for r in records)
+        (root / "landing" / "dbz" / name).write_text(text)
+    keys = root / "table_keys.csv"
+    keys.write_text("source_id,source_schema,source_table,key_columns\n*,public,customers,id\n")
+    return root
+
+
+def test_positions_in_one_batch(spark, batching_zone):
+    lines = _lines(spark, {"dbz": list(BATCHING_FILES.items())})
+    registry = table_keys.to_frame(spark, table_keys.load(batching_zone / "table_keys.csv"))
+    events = debezium.transform(lines, registry).events.collect()
+    got = {(e.landing_file, e.landing_line): (e.commit_lsn, e.commit_idx, e.record_pk) for e in events}
+    assert got == BATCHING_POSITIONS
+
+
+def test_positions_do_not_depend_on_the_batching(spark, batching_zone, schemas):
+    """A file per batch, through the job (keyed by the registry file it is given): the positions of
+    one batch, although the snapshot's LSN and T2 are cut by batches, and T2 is replayed after it landed."""
+    schema = f"{schemas.raw}_per_file"
+    spark.sql(f"drop schema if exists {schema} cascade")
+    summary = job.run(
+        spark,
+        str(batching_zone / "landing"),
+        schema=schema,
+        out=io.StringIO(),
+        max_files_per_batch=1,
+        table_keys_file=str(batching_zone / "table_keys.csv"),
+    )
+    assert summary.batches == 3 and summary.balanced and summary.rejected == 0
+    events = spark.table(f"{schema}.{EVENTS}").collect()
+    spark.sql(f"drop schema if exists {schema} cascade")
+    got = {
+        (e.landing_file.rsplit("/", 1)[1], e.landing_line): (e.commit_lsn, e.commit_idx, e.record_pk)
+        for e in events
+    }
+    assert got == BATCHING_POSITIONS
+
+
+def test_table_keys_file_entries_and_problems(tmp_path):
+    good = tmp_path / "keys.csv"
+    good.write_text(
+        'source_id,source_schema,source_table,key_columns\n*,public,order_items," order_id, line_no"\n'
+    )
+    assert table_keys.load(good) == (
+        table_keys.TableKey("*", "public", "order_items", ("order_id", "line_no")),
+    )
+    assert table_keys.load(None) == ()  # the project's seed: a header, no rows
+    problems = {
+        "missing.csv": None,
+        "header.csv": "source,schema,table,keys\n",
+        "empty.csv": "source_id,source_schema,source_table,key_columns\n*,public,t,\n",
+        "none.csv": "source_id,source_schema,source_table,key_columns\n*,public,t,None\n",
+        "short.csv": "source_id,source_schema,source_table,key_columns\n*,public,t\n",
+    }
+    messages = {}
+    for name, text in problems.items():
+        if text is not None:
+            (tmp_path / name).write_text(text)
+        with pytest.raises(table_keys.TableKeysError) as info:
+            table_keys.load(tmp_path / name)
+        messages[name] = str(info.value)
+        assert f"table keys file {tmp_path / name}: " in messages[name] and "\n" not in messages[name]
+    assert messages["missing.csv"].endswith(": not found")
+    assert "header must be source_id,source_schema,source_table,key_columns" in messages["header.csv"]
+    assert messages["empty.csv"].endswith("line 2: key_columns is empty for public.t")
+    assert messages["none.csv"].endswith("line 2: key_columns is empty for public.t")
+
+
+def test_cli_table_keys_option_and_environment(tmp_path, capsys, monkeypatch):
+    missing = tmp_path / "nope.csv"
+    assert cli.main(["--landing", str(tmp_path), "--table-keys", str(missing)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"ingest: error: table keys file {missing}: not found"
+    monkeypatch.setenv("WAL_LAKE_TABLE_KEYS", str(missing))
+    assert cli.parse_args(["--landing", str(tmp_path)]).table_keys == str(missing)
