@@ -11,7 +11,7 @@ for it (JSON converter, ``decimal.handling.mode=string``, default ``time.precisi
   (``source.snapshot`` first/true/last) at the snapshot's LSN.
 - An unchanged TOASTed column (absent from wal2json's update) is ``__debezium_unavailable_value``.
 - ``source.sequence`` is ``[<previous commit's LSN>, <event LSN>]``.
-- Values: integers and floats as JSON numbers, numeric as its text, timestamptz as
+- Values: integers and floats as JSON numbers (NaN and infinities quoted), numeric as its text, timestamptz as
   ``io.debezium.time.ZonedTimestamp`` (ISO-8601 in UTC, ``Z``), date as ``io.debezium.time.Date``
   (days since the epoch), json/jsonb and text as strings.
 
@@ -35,7 +35,7 @@ from decimal import Decimal
 from pathlib import Path
 
 from python_jobs.lsn import parse_lsn
-from testkit.oracle import FLOAT_TYPES, INTEGER_TYPES, base_type
+from testkit.oracle import FLOAT_TYPES, INTEGER_TYPES, SPECIAL_NUMBERS, base_type
 
 UNAVAILABLE = "__debezium_unavailable_value"
 VERSION = "2.7.3.Final"
@@ -60,6 +60,8 @@ def debezium_value(pg_type: str, value):
     if value is None:
         return None
     kind = base_type(pg_type)
+    if str(value) in SPECIAL_NUMBERS:
+        return str(value)  # the JSON converter quotes NaN and infinities
     if kind in INTEGER_TYPES:
         return int(value)
     if kind in FLOAT_TYPES:

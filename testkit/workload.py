@@ -2,7 +2,7 @@
 
     python -m testkit.workload --dsn "dbname=soak_1" --seed 1 --transactions 300 --sessions 4
 
-It creates (or recreates) six tables in ``--schema`` with different key shapes and replica
+It creates (or recreates) seven tables in ``--schema`` with different key shapes and replica
 identities, then runs transactions from several concurrent sessions (one thread and connection
 each). The seed drives every choice; the interleaving of sessions does not repeat exactly, and a
 transaction that hits a deadlock, lock timeout or key conflict rolls back (which Postgres does not
@@ -18,6 +18,8 @@ Tables:
 - ``devices``: bigint key, ``REPLICA IDENTITY USING INDEX`` on the unique ``serial``: an update's or
   delete's identity holds the serial, not the key.
 - ``readings``: no primary key, ``REPLICA IDENTITY FULL``; the same row may exist twice.
+- ``gauges``: NaN and infinities in numeric, real and double precision, written with the initial
+  rows and never touched again: wal2json streams them as null, only a snapshot carries them.
 
 Operations: inserts, updates of a few columns (TOASTed column untouched), updates of the TOASTed
 column, several touches of one row in one transaction, delete as the last touch, delete then
@@ -100,6 +102,20 @@ create table {schema}.readings (
     taken_at timestamptz
 );
 alter table {schema}.readings replica identity full;
+create table {schema}.gauges (
+    id integer primary key,
+    level real,
+    reading double precision,
+    ratio numeric
+);
+"""
+GAUGES = """
+insert into {s}.gauges values
+    (1, 'NaN', 'Infinity', '-Infinity'),
+    (2, '-Infinity', 'NaN', 'Infinity'),
+    (3, 'Infinity', '-Infinity', 'NaN'),
+    (4, 1.5, -0.25, 10.50),
+    (5, null, null, null)
 """
 
 RETRYABLE = (
@@ -482,12 +498,15 @@ class Session:
 
 
 def seed_rows(dsn: str, schema: str, seed: int, rows: int = 30) -> None:
-    """Some rows before any session starts, so that early updates and deletes find something."""
+    """Some rows before any session starts, so that early updates and deletes find something; with
+    them (``rows`` > 0), the ``gauges`` rows."""
     stats = Stats()
     session = Session(dsn, schema, random.Random(f"{seed}-initial"), stats)
     try:
         for _ in range(rows):
             session.op_insert()
+        if rows:
+            session.x(GAUGES)
         session.conn.commit()
     finally:
         session.close()
