@@ -93,7 +93,7 @@ def _rank_of(code: Column, ranks: dict[str, int]) -> Column:
 
 
 def _order_key(
-    is_snapshot: Column, lsn: Column, op_rank: Column, table: tuple[Column, Column], record: str
+    is_snapshot: Column, lsn: Column, op_rank: Column, table: tuple[Column, Column], row: Column
 ) -> Column:
     """An event's place in its transaction, the same for the event in a line and as landed."""
     return F.struct(
@@ -103,7 +103,7 @@ def _order_key(
         table[0].alias("schema"),
         table[1].alias("table"),
         F.col("record_pk").alias("pk"),
-        F.when(F.col("record_pk").isNull(), F.to_json(record)).alias("row"),
+        F.when(F.col("record_pk").isNull(), F.to_json(row)).alias("row"),
     )
 
 
@@ -125,7 +125,7 @@ def _commit_lsn(parsed: DataFrame) -> DataFrame:
     ranked = positioned & ~F.col("non_tx_message") & e["transaction"]["total_order"].isNull()
     table_op = e["op"].isin(TABLE_OPS)
     table = (F.when(table_op, src["schema"]), F.when(table_op, src["table"]))
-    order_key = _order_key(F.col("is_snapshot"), src["lsn"], _rank_of(e["op"], OP_RANK), table, "row")
+    order_key = _order_key(F.col("is_snapshot"), src["lsn"], _rank_of(e["op"], OP_RANK), table, F.col("row"))
     return (
         parsed.withColumn("commit_lsn", commit_lsn)
         .withColumn("ranked", ranked)
@@ -136,7 +136,8 @@ def _commit_lsn(parsed: DataFrame) -> DataFrame:
 def _landed_keys(staged: DataFrame, landed: DataFrame, frontiers: dict[str, int | None]) -> DataFrame:
     """(source_id, commit_lsn, order_key, landed_idx) of the landed events at the positions of this
     batch's ranked events. Only a position at or below its source's frontier can hold landed events,
-    and those are few (replays, a snapshot's LSN): the others are not looked up."""
+    and those are few (replays, a snapshot's LSN): the others are not looked up, and when there are
+    none, Spark's adaptive execution drops the join before it reads wal_events."""
     bounds = [F.lit(x) for source, lsn in frontiers.items() if lsn is not None for x in (source, lsn)]
     frontier = F.element_at(F.create_map(*bounds), F.col("source_id"))
     at_or_below = F.col("ranked") & (F.col("commit_lsn") <= frontier)
@@ -153,7 +154,7 @@ def _landed_keys(staged: DataFrame, landed: DataFrame, frontiers: dict[str, int 
                 F.col("change_lsn"),
                 _rank_of(action, ACTION_RANK),
                 (F.col("source_schema"), F.col("source_table")),
-                "record",
+                F.when(action != ACTIONS[OP_MESSAGE], F.col("record")),
             ).alias("order_key"),
             F.col("commit_idx").alias("landed_idx"),
         )

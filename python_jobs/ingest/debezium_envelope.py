@@ -175,8 +175,9 @@ def available(row: Column) -> Column:
     """The row without the columns Debezium sent as unavailable (unchanged TOASTed values)."""
     return F.map_filter(
         row,
-        lambda _, v: v.isNull()
-        | ~(v.isin(*UNAVAILABLE_VALUES) | (v.startswith("{") & v.contains(_UNAVAILABLE_WKB))),
+        lambda _, v: (
+            v.isNull() | ~(v.isin(*UNAVAILABLE_VALUES) | (v.startswith("{") & v.contains(_UNAVAILABLE_WKB)))
+        ),
     )
 
 
@@ -260,7 +261,7 @@ def _content_error() -> Column:
     no_key = F.concat(
         F.lit("no key columns for "),
         F.concat_ws(".", src["schema"], src["table"]),
-        F.lit(": the line carries no Kafka key and the table registry declares none"),
+        F.lit(": the line carries no Kafka key and the table registry (seeds/table_keys.csv) declares none"),
     )
     no_row = F.when(op == OP_DELETE, available(e["before"]).isNull() & F.col("kafka_key").isNull()).otherwise(
         available(e["after"]).isNull()
