@@ -99,7 +99,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--table-keys",
         metavar="FILE",
-        default=env.get("WAL_LAKE_TABLE_KEYS") or None,
+        default=None,  # table_keys.load reads the environment: so does the job when called as a library
         help="the table registry: key columns of tables whose Debezium lines carry no Kafka key "
         "(env WAL_LAKE_TABLE_KEYS; default: the project's seeds/table_keys.csv)",
     )

@@ -12,6 +12,7 @@ any problem stops the job with one line naming the file and the problem.
 from __future__ import annotations
 
 import csv
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from pyspark.sql.types import ArrayType, StringType, StructField, StructType
 from python_jobs.ingest.errors import IngestError
 
 DEFAULT_PATH = Path(__file__).resolve().parents[2] / "seeds" / "table_keys.csv"
+ENV_VAR = "WAL_LAKE_TABLE_KEYS"
 COLUMNS = ("source_id", "source_schema", "source_table", "key_columns")
 ANY_SOURCE = "*"
 
@@ -64,8 +66,9 @@ def _entry(path: Path, number: int, row: dict[str, str | None]) -> TableKey:
 
 
 def load(path: str | Path | None = None) -> tuple[TableKey, ...]:
-    """The registry's entries. ``None``: the project's seed, and none when the project has no such
-    file; a path given explicitly must exist."""
+    """The registry's entries. ``None``: the file ``WAL_LAKE_TABLE_KEYS`` names, else the project's
+    seed (and none when the project has no such file); a file named explicitly must exist."""
+    path = path if path is not None else os.environ.get(ENV_VAR) or None
     explicit = path is not None
     file = Path(path) if explicit else DEFAULT_PATH
     if not file.is_file():

@@ -894,4 +894,7 @@ def test_cli_table_keys_option_and_environment(tmp_path, capsys, monkeypatch):
     err = capsys.readouterr().err.strip()
     assert err == f"ingest: error: table keys file {missing}: not found"
     monkeypatch.setenv("WAL_LAKE_TABLE_KEYS", str(missing))
-    assert cli.parse_args(["--landing", str(tmp_path)]).table_keys == str(missing)
+    assert cli.main(["--landing", str(tmp_path)]) == 2
+    assert capsys.readouterr().err.strip() == err
+    with pytest.raises(table_keys.TableKeysError):
+        job.run(None, str(tmp_path))  # the job as a library reads the environment too, before Spark
