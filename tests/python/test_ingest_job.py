@@ -367,3 +367,49 @@ def test_a_file_with_bytes_but_no_line_read_is_not_marked_done(spark, tmp_path, 
     with pytest.raises(job.IngestError, match=r"0001.jsonl has \d+ bytes but no line of it was read"):
         ingest(spark, root, schema)
     assert rows(spark, schema, FILES) == [] and rows(spark, schema, EVENTS) == []
+
+
+def test_a_late_middle_file_of_a_split_transaction_lands_every_change_once(spark, landing, schema):
+    """File 1 ends inside a transaction, file 3 lands, file 2 (the middle) arrives later. What follows
+    the gap waits, pending, until file 2 is there; then every change lands once at its position."""
+    (landing / "other").mkdir()
+    (landing / "replayed").mkdir()
+    # src: file 3 starts with the tail of a transaction whose begin is in file 2.
+    write(landing / "src" / "0001.jsonl", FIXTURE_LINES[:6])
+    write(landing / "src" / "0003.jsonl", FIXTURE_LINES[14:])
+    # other: file 3 starts with the begin of a transaction committed after the open one.
+    write(landing / "other" / "0001.jsonl", FIXTURE_LINES[:6])
+    write(landing / "other" / "0003.jsonl", FIXTURE_LINES[9:])
+    # replayed: a restarted capture sends the open transaction again from its begin: no gap.
+    write(landing / "replayed" / "0001.jsonl", FIXTURE_LINES[:6])
+    write(landing / "replayed" / "0002.jsonl", FIXTURE_LINES[4:])
+    first, _ = ingest(spark, landing, schema)
+    assert first.balanced and first.rejected == 2  # the replayed source's interrupted begin and insert
+    landed = rows(spark, schema, EVENTS)
+    assert sorted((e["source_id"], e["xid"]) for e in landed if e["source_id"] != "replayed") == [
+        ("other", 725),
+        ("other", 725),
+        ("src", 725),
+        ("src", 725),
+    ]
+    assert (first.pending_end, frontier(spark, schema)) == (2 + 15 + 2 + 20, 0x152DAC8)
+    assert ingest(spark, landing, schema)[0].batches == 0  # nothing new: the gap still waits
+
+    write(landing / "src" / "0002.jsonl", FIXTURE_LINES[6:14])
+    write(landing / "other" / "0002.jsonl", FIXTURE_LINES[6:9])
+    second, _ = ingest(spark, landing, schema)
+    assert second.balanced and (second.rejected, second.pending_end) == (0, 0)
+    events = rows(spark, schema, EVENTS)
+    whole = sorted(
+        (e["commit_lsn"], e["commit_idx"], e["record_pk"]) for e in events if e["source_id"] == "replayed"
+    )
+    for source in ("src", "other"):
+        assert (
+            sorted(
+                (e["commit_lsn"], e["commit_idx"], e["record_pk"]) for e in events if e["source_id"] == source
+            )
+            == whole
+        )
+    assert len(whole) == 15 and frontier(spark, schema) == LAST_COMMIT
+    overall = totals(Ledger(spark, schema).file_rows())
+    assert overall == {"landed": 45, "rejected": 2, "control": 42, "pending": 0, "lines": 89}

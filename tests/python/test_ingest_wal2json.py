@@ -14,7 +14,11 @@ import pytest
 from python_jobs.ingest import wal2json
 from python_jobs.ingest.changeset import EVENTS_SCHEMA, LINES_SCHEMA, REJECTS_SCHEMA
 
-FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "wal2json" / "accounts.jsonl"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "wal2json"
+FIXTURE = FIXTURES / "accounts.jsonl"
+# Real output: a heartbeat message emitted while a transaction was open, then that transaction
+# (committing at the message's lsn), then a table without primary key under REPLICA IDENTITY FULL.
+MESSAGE_AND_KEYLESS = (FIXTURES / "message_and_keyless.jsonl").read_text().splitlines()
 TS = "2026-11-21 23:24:38.526689+00"
 
 
@@ -55,6 +59,8 @@ RAW_NUMBERS = (
 
 SCENARIOS: dict[str, list[str]] = {
     "fixture": FIXTURE.read_text().splitlines(),
+    "message_commit": MESSAGE_AND_KEYLESS[:4],
+    "keyless": MESSAGE_AND_KEYLESS[4:],
     "positions": txn(
         "16/B374D848",
         ins(1, "16/B374D000"),
@@ -132,8 +138,13 @@ SCENARIOS: dict[str, list[str]] = {
     "no_lsn": txn("0/200", ins(1, lsn=None)),
     "no_xid": txn("0/200", ins(1, xid=None)),
     "no_pk": txn("0/200", rec("I", 700, "0/110", schema="public", table="t", columns=cols(id=1))),
-    "outside": [ins(1), *txn("0/200", ins(2))],
-    "commit_without_begin": [rec("C", 700, "0/90"), *txn("0/200", ins(2))],
+    "key_missing": txn(
+        "0/200", rec("I", 700, "0/110", schema="public", table="t", columns=cols(v=1), pk=PK_ID)
+    ),
+    "outside": [*txn("0/100", ins(1, "0/90")), ins(2, "0/110"), *txn("0/200", ins(3))],
+    "commit_without_begin": [*txn("0/100", ins(1, "0/90")), rec("C", 700, "0/150"), *txn("0/200", ins(2))],
+    # A file that starts inside a transaction: its begin is in a file not landed yet.
+    "orphan_head": [ins(1), rec("C", 700, "0/150"), *txn("0/200", ins(2))],
     "interrupted": [rec("B", 699, "0/100"), ins(1, xid=699), *txn("0/200", ins(2))],
     "xid_mismatch": [
         rec("B", 700, "0/200"),
@@ -279,7 +290,7 @@ def test_delete_record_is_the_old_key(result):
 def test_messages(result):
     events = of(result, "events", "messages")
     standalone, first, inside, last = events
-    assert (standalone["action"], standalone["commit_lsn"], standalone["commit_idx"]) == ("message", 0x50, 0)
+    assert (standalone["action"], standalone["commit_lsn"], standalone["commit_idx"]) == ("message", 0x50, -1)
     assert standalone["record"] == {"prefix": "p", "content": "hello", "transactional": "false"}
     assert [(e["commit_lsn"], e["commit_idx"]) for e in (first, inside, last)] == [
         (0x200, 0),
@@ -297,9 +308,9 @@ def test_messages(result):
         ("unknown_action", [2], "unknown action 'X'"),
         ("no_lsn", [2], "missing or invalid lsn"),
         ("no_xid", [2], "missing or invalid xid"),
-        ("no_pk", [2], "no pk: the key columns of this change cannot be known"),
-        ("outside", [1], "change outside a transaction"),
-        ("commit_without_begin", [1], "commit without begin"),
+        ("key_missing", [2], "a key column's value is missing from the change"),
+        ("outside", [4], "change outside a transaction"),
+        ("commit_without_begin", [4], "commit without begin"),
         ("interrupted", [1, 2], "transaction interrupted by a new begin before its commit"),
         ("xid_mismatch", [1, 2, 3], "xid mismatch: begin 700, commit 701"),
         ("change_xid_mismatch", [2], "xid mismatch: change xid 999 inside transaction 700"),
@@ -329,9 +340,52 @@ def test_trailing_transaction_without_commit_is_pending(result):
     assert not of(result, "rejects", "pending")
 
 
+def test_a_file_starting_inside_a_transaction_waits_for_the_file_before_it(result):
+    assert [p["landing_line"] for p in of(result, "pending", "orphan_head")] == [1, 2, 3, 4, 5]
+    assert not of(result, "events", "orphan_head") and not of(result, "rejects", "orphan_head")
+
+
 def test_snapshot_rows_land_as_reads_at_the_snapshot_position(result):
     reads = sorted(
         (e["commit_lsn"], e["commit_idx"], e["action"], e["record_pk"], e["record"]["v"])
         for e in of(result, "events", "snapshot")
     )
     assert reads == [(0x300, 0, "read", '["5"]', "a"), (0x300, 1, "read", '["6"]', "b")]
+
+
+def test_a_non_transactional_message_takes_no_position_of_a_transaction_committing_at_its_lsn(result):
+    message, insert = of(result, "events", "message_commit")
+    assert (message["action"], message["commit_lsn"], message["commit_idx"]) == ("message", 0x1519D48, -1)
+    assert message["xid"] is None and message["committed_at"] is None
+    assert message["record"] == {"prefix": "heartbeat", "content": "beat", "transactional": "false"}
+    # Postgres decoded the message before that commit record: it orders first, and the
+    # transaction's first change keeps (lsn, 0).
+    assert (insert["action"], insert["xid"], insert["commit_lsn"], insert["commit_idx"]) == (
+        "insert",
+        727,
+        0x1519D48,
+        0,
+    )
+
+
+def test_a_table_without_primary_key_lands_with_a_null_record_pk(result):
+    events = of(result, "events", "keyless")
+    assert not of(result, "rejects", "keyless")
+    assert [(e["commit_idx"], e["action"]) for e in events] == [
+        (0, "insert"),
+        (1, "insert"),
+        (0, "update"),
+        (1, "update"),
+        (2, "delete"),
+        (3, "delete"),
+    ]
+    assert all(e["record_pk"] is None and e["old_record_pk"] is None for e in events)
+    assert all(e["key_columns"] == [] for e in events)
+    insert, _, update, _, delete, _ = events
+    assert insert["record"] == {"at": "1", "note": "a"}
+    # REPLICA IDENTITY FULL: the update's identity is the whole old row, the delete's too.
+    assert update["record"] == {"at": "1", "note": "b"} and update["changes"] == {"note": "a"}
+    assert delete["record"] == {"at": "1", "note": "b"} and delete["changes"] is None
+    # A change whose record names no key at all lands keyless too.
+    (no_pk,) = of(result, "events", "no_pk")
+    assert (no_pk["record_pk"], no_pk["key_columns"], no_pk["record"]) == (None, None, {"id": "1"})

@@ -1,0 +1,189 @@
+"""wal2json transactions: which lines belong to which ``B`` ... ``C``, their positions, and each line's
+outcome (event, reject, pending, control). Windows per file and per transaction, never one task per
+source (docs/ingestion.md, performance notes)."""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+
+from python_jobs.ingest.changeset import KIND_CONTROL, KIND_EVENT, KIND_PENDING, KIND_REJECT
+from python_jobs.ingest.wal2json_records import CHANGE_CODES, CODE_BEGIN, CODE_COMMIT, parse
+
+REASON_OUTSIDE = "change outside a transaction"
+REASON_COMMIT_WITHOUT_BEGIN = "commit without begin"
+REASON_INTERRUPTED = "transaction interrupted by a new begin before its commit"
+
+
+def _is_begin() -> Column:
+    return F.coalesce(F.col("code") == CODE_BEGIN, F.lit(False))
+
+
+def number_in_files(lines: DataFrame) -> DataFrame:
+    """Parsed lines with ``file_txn``: the number of valid ``B`` records up to and including the line
+    within its file.
+
+    A running count over a whole source would put every line of the source through one task; per
+    file, files are numbered in parallel. ``classify`` adds each file's offset (the ``B`` records of
+    the source's earlier files) from a per-file summary of this frame, which therefore is read twice:
+    the job persists it (``ChangeSet.upstream``) so that each line is parsed once."""
+    in_file_running = (
+        Window.partitionBy("source_id", "landing_file")
+        .orderBy("landing_line")
+        .rowsBetween(Window.unboundedPreceding, 0)
+    )
+    return parse(lines).withColumn("file_txn", F.sum(_is_begin().cast("int")).over(in_file_running))
+
+
+def _number_transactions(numbered: DataFrame) -> DataFrame:
+    """Add ``txn`` (the number of valid ``B`` records up to and including the line, in the source's
+    ``(landing_file, landing_line)`` order), ``last_txn`` (the source's greatest ``txn``) and
+    ``held_from`` (the file's first line held back by a missing file, see ``_held_from``)."""
+    earlier_files = (
+        Window.partitionBy("source_id").orderBy("landing_file").rowsBetween(Window.unboundedPreceding, -1)
+    )
+    code = F.col("code")
+
+    def record(*more: str) -> Column:
+        return F.struct("code", F.col("xid_value").alias("xid"), F.col("lsn_value").alias("lsn"), *more)
+
+    offsets = (
+        numbered.groupBy("source_id", "landing_file")
+        .agg(
+            F.max("file_txn").alias("file_begins"),
+            F.min_by(record("non_tx_message"), F.when(code.isNotNull(), F.col("landing_line"))).alias(
+                "first_record"
+            ),
+            F.max_by(
+                record("landing_file", "landing_line"),
+                F.when(code.isin(CODE_BEGIN, CODE_COMMIT), F.col("landing_line")),
+            ).alias("last_boundary"),
+        )
+        .select(
+            "source_id",
+            "landing_file",
+            "first_record",
+            F.last("last_boundary", ignorenulls=True).over(earlier_files).alias("entering"),
+            F.coalesce(F.sum("file_begins").over(earlier_files), F.lit(0)).alias("txn_offset"),
+            F.sum("file_begins").over(Window.partitionBy("source_id")).alias("last_txn"),
+        )
+        .withColumn("held_from", _held_from())
+        .drop("first_record", "entering")
+    )
+    return (
+        numbered.join(F.broadcast(offsets), on=["source_id", "landing_file"], how="inner")
+        .withColumn("txn", F.col("txn_offset") + F.col("file_txn"))
+        .drop("txn_offset", "file_txn")
+    )
+
+
+def _held_from() -> Column:
+    """Per file summary row: the first of its lines that waits for a missing earlier file, or null.
+
+    A file's first record shows whether the file before it in the batch is the one written before
+    it. When a transaction is open at the end of the earlier files, the next file must go on with it
+    (a change or commit of its xid) or start it again (a begin at or below its commit LSN: a capture
+    restarted and replays). When none is open, it must not start inside a transaction (a change or
+    commit before any begin). Otherwise a file named between them has not landed yet: from the open
+    transaction's begin (or the file's first line) on, every line of the source waits, pending, and
+    is read again with the missing file."""
+    prior, first = F.col("entering"), F.col("first_record")
+    is_open = F.coalesce(prior["code"] == CODE_BEGIN, F.lit(False))
+    mid_transaction = first["code"].isin(CODE_COMMIT, *CHANGE_CODES) & ~first["non_tx_message"]
+    goes_on = F.coalesce(mid_transaction & (first["xid"] == prior["xid"]), F.lit(False))
+    starts_again = F.coalesce((first["code"] == CODE_BEGIN) & (first["lsn"] <= prior["lsn"]), F.lit(False))
+    gap_at = F.when(
+        is_open & first.isNotNull() & ~goes_on & ~starts_again,
+        F.struct(prior["landing_file"].alias("file"), prior["landing_line"].alias("line")),
+    ).when(
+        ~is_open & F.coalesce(mid_transaction, F.lit(False)),
+        F.struct(F.col("landing_file").alias("file"), F.lit(1).cast("bigint").alias("line")),
+    )
+    hold = F.min(gap_at).over(Window.partitionBy("source_id"))
+    return F.when(F.col("landing_file") > hold["file"], F.lit(1).cast("bigint")).when(
+        F.col("landing_file") == hold["file"], hold["line"]
+    )
+
+
+def _is_commit() -> Column:
+    return F.coalesce(F.col("code") == CODE_COMMIT, F.lit(False))
+
+
+def frame_transactions(numbered: DataFrame) -> DataFrame:
+    """Lines of ``number_in_files`` with their transaction: ``txn``, whether it has a commit, the xids
+    of its ``B`` and ``C``, ``commit_lsn``/``commit_ts`` from its ``C``, whether the line is inside it
+    (``in_txn``) and its ``commit_idx``. The windows are spread over ``(source_id, txn)``."""
+    order = [F.col("landing_file"), F.col("landing_line")]
+    in_txn_running = (
+        Window.partitionBy("source_id", "txn").orderBy(*order).rowsBetween(Window.unboundedPreceding, 0)
+    )
+    whole_txn = (
+        Window.partitionBy("source_id", "txn")
+        .orderBy(*order)
+        .rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
+    )
+    is_commit = _is_commit()
+    # Postgres numbers the changes of a transaction whatever becomes of them here, so a change
+    # rejected for its content keeps its slot: a line whose action is a change code counts.
+    counts_as_change = F.col("r.action").isin(CHANGE_CODES) & ~F.col("non_tx_message")
+    counts_as_change = F.coalesce(counts_as_change, F.lit(False))
+
+    def first_at_commit(value: Column) -> Column:
+        return F.first(F.when(is_commit, value), ignorenulls=True).over(whole_txn)
+
+    return (
+        _number_transactions(numbered)
+        .withColumn("commits_so_far", F.sum(is_commit.cast("int")).over(in_txn_running))
+        .withColumn("has_commit", F.max(is_commit).over(whole_txn))
+        .withColumn("begin_xid", F.first(F.when(_is_begin(), F.col("xid_value")), True).over(whole_txn))
+        .withColumn("commit_xid", first_at_commit(F.col("xid_value")))
+        .withColumn("commit_lsn", first_at_commit(F.col("lsn_value")))
+        .withColumn("commit_ts", first_at_commit(F.col("r.timestamp")))
+        .withColumn(
+            "in_txn",
+            (F.col("txn") > 0)
+            & ((F.col("commits_so_far") == 0) | (is_commit & (F.col("commits_so_far") == 1))),
+        )
+        .withColumn(
+            "commit_idx",
+            F.sum((counts_as_change & F.col("in_txn")).cast("int")).over(in_txn_running) - 1,
+        )
+    )
+
+
+def classify(numbered: DataFrame) -> DataFrame:
+    """One row per input line (of ``number_in_files``) with ``kind`` (event/reject/pending/control),
+    ``reason`` and the transaction it belongs to (``commit_lsn``, ``commit_idx``, ``commit_ts``)."""
+    is_commit = _is_commit()
+    is_change = F.coalesce(F.col("code").isin(CHANGE_CODES) & ~F.col("non_tx_message"), F.lit(False))
+    held = F.coalesce(F.col("landing_line") >= F.col("held_from"), F.lit(False))
+    pending = held | ((F.col("txn") > 0) & (F.col("txn") == F.col("last_txn")) & ~F.col("has_commit"))
+    xid_mismatch = F.concat(
+        F.lit("xid mismatch: begin "),
+        F.coalesce(F.col("begin_xid").cast("string"), F.lit("?")),
+        F.lit(", commit "),
+        F.coalesce(F.col("commit_xid").cast("string"), F.lit("?")),
+    )
+    change_xid_mismatch = F.concat(
+        F.lit("xid mismatch: change xid "),
+        F.col("xid_value").cast("string"),
+        F.lit(" inside transaction "),
+        F.col("begin_xid").cast("string"),
+    )
+    reason = (
+        F.when(pending, F.lit(None))
+        .when(F.col("line_error").isNotNull(), F.col("line_error"))
+        .when(F.col("non_tx_message"), F.lit(None))
+        .when(~F.col("in_txn") & is_commit, F.lit(REASON_COMMIT_WITHOUT_BEGIN))
+        .when(~F.col("in_txn"), F.lit(REASON_OUTSIDE))
+        .when(~F.col("has_commit"), F.lit(REASON_INTERRUPTED))
+        .when(~F.col("begin_xid").eqNullSafe(F.col("commit_xid")), xid_mismatch)
+        .when(is_change & (F.col("xid_value") != F.col("begin_xid")), change_xid_mismatch)
+    )
+    kind = (
+        F.when(pending, F.lit(KIND_PENDING))
+        .when(F.col("reason").isNotNull(), F.lit(KIND_REJECT))
+        .when(_is_begin() | is_commit, F.lit(KIND_CONTROL))
+        .otherwise(F.lit(KIND_EVENT))
+    )
+    return frame_transactions(numbered).withColumn("reason", reason).withColumn("kind", kind)

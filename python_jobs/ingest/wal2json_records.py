@@ -1,0 +1,156 @@
+"""One wal2json ``format-version=2`` line: its record codes, its schema, parsing it and the checks that
+need no other line (docs/ingestion.md). Transactions are framed in ``wal2json_framing``."""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.types import ArrayType, StringType, StructField, StructType
+
+from python_jobs.ingest.changeset import (
+    ACTION_DELETE,
+    ACTION_INSERT,
+    ACTION_MESSAGE,
+    ACTION_READ,
+    ACTION_TRUNCATE,
+    ACTION_UPDATE,
+    lsn_to_bigint,
+)
+
+# wal2json record codes.
+CODE_BEGIN = "B"
+CODE_COMMIT = "C"
+CODE_INSERT = "I"
+CODE_UPDATE = "U"
+CODE_DELETE = "D"
+CODE_TRUNCATE = "T"
+CODE_MESSAGE = "M"
+# Not wal2json's own: the capture job's initial snapshot writes each table row as an "R" line inside
+# one B ... C transaction at the slot's consistent point (docs/capture.md).
+CODE_READ = "R"
+
+ACTIONS = {
+    CODE_INSERT: ACTION_INSERT,
+    CODE_UPDATE: ACTION_UPDATE,
+    CODE_DELETE: ACTION_DELETE,
+    CODE_TRUNCATE: ACTION_TRUNCATE,
+    CODE_MESSAGE: ACTION_MESSAGE,
+    CODE_READ: ACTION_READ,
+}
+CHANGE_CODES = list(ACTIONS)
+ROW_CODES = [CODE_INSERT, CODE_UPDATE, CODE_DELETE, CODE_READ]
+KNOWN_CODES = [CODE_BEGIN, CODE_COMMIT, *CHANGE_CODES]
+
+REASON_MALFORMED = "malformed JSON"
+REASON_EMPTY = "empty line"
+REASON_NO_ACTION = "missing action"
+REASON_BAD_LSN = "missing or invalid lsn"
+REASON_BAD_XID = "missing or invalid xid"
+REASON_NO_VALUES = "missing columns (insert/update) or identity (delete)"
+REASON_BAD_COLUMNS = "column without a name or with a duplicate name"
+REASON_KEY_MISSING = "a key column's value is missing from the change"
+
+_COLUMN = StructType(
+    [
+        StructField("name", StringType()),
+        StructField("type", StringType()),
+        StructField("value", StringType()),
+    ]
+)
+_KEY = StructType([StructField("name", StringType()), StructField("type", StringType())])
+CORRUPT = "_corrupt_record"
+RECORD_SCHEMA = StructType(
+    [
+        StructField("action", StringType()),
+        StructField("xid", StringType()),
+        StructField("lsn", StringType()),
+        StructField("timestamp", StringType()),
+        StructField("schema", StringType()),
+        StructField("table", StringType()),
+        StructField("columns", ArrayType(_COLUMN)),
+        StructField("identity", ArrayType(_COLUMN)),
+        StructField("pk", ArrayType(_KEY)),
+        StructField("transactional", StringType()),
+        StructField("prefix", StringType()),
+        StructField("content", StringType()),
+        StructField(CORRUPT, StringType()),
+    ]
+)
+
+# Spark's JSON reader turns a JSON float into a double before it becomes text (10.50 -> "10.5",
+# a numeric(50,2) loses digits). Quoting every number that is the value of a "value" key first keeps
+# its exact text. The look-behind skips an escaped quote, i.e. the text inside a JSON string, and the
+# look-ahead keeps an invalid number (1.2.3) invalid.
+_NUMBER_VALUE = r'(?<!\\)("value"\s*:\s*)(-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?)(?=\s*[,}\]])'
+
+
+# Higher-order functions (transform, filter, exists) are interpreted row by row, element by element;
+# the helpers below use array and map functions that Spark compiles, and keep a lambda only for the
+# rare multi-column key.
+
+
+def column_names(cols: Column) -> Column:
+    return cols["name"]
+
+
+def values_map(cols: Column) -> Column:
+    """Column name -> value text. The names must be known to be present and unique (``columns_ok``)."""
+    return F.map_from_arrays(cols["name"], cols["value"])
+
+
+def key_text(pk: Column, values: Column) -> Column:
+    """The key values in key order as a JSON array of texts; null when any is missing."""
+    single = F.element_at(values, F.get(pk["name"], 0))
+    texts = F.transform(pk, lambda k: F.element_at(values, k["name"]))
+    return F.when(F.size(pk) == 1, F.when(single.isNotNull(), F.to_json(F.array(single)))).otherwise(
+        F.when(F.size(F.filter(texts, lambda t: t.isNull())) == 0, F.to_json(texts))
+    )
+
+
+def has_key(pk: Column) -> Column:
+    """The table has a primary key (wal2json sends ``"pk": []`` for one without)."""
+    return F.coalesce(F.size(pk) > 0, F.lit(False))
+
+
+def columns_ok(cols: Column) -> Column:
+    """Every column has a name and no name repeats (sorting puts a null name first)."""
+    found = column_names(cols)
+    no_null = (F.size(found) == 0) | F.get(F.sort_array(found), 0).isNotNull()
+    return no_null & (F.size(F.array_distinct(found)) == F.size(found))
+
+
+def parse(lines: DataFrame) -> DataFrame:
+    """Lines -> lines with the parsed record ``r`` and the per-line checks (no ordering yet)."""
+    quoted = F.regexp_replace(F.col("line"), F.lit(_NUMBER_VALUE), F.lit('$1"$2"'))
+    r = F.col("r")
+    code = r["action"]
+    non_tx_message = (code == CODE_MESSAGE) & (F.lower(r["transactional"]) == "false")
+    is_row_change = code.isin(ROW_CODES)
+    values_src = F.when(code == CODE_DELETE, r["identity"]).otherwise(r["columns"])
+    line_error = (
+        F.when(F.trim(F.col("line")) == "", F.lit(REASON_EMPTY))
+        .when(r.isNull() | r[CORRUPT].isNotNull(), F.lit(REASON_MALFORMED))
+        .when(code.isNull(), F.lit(REASON_NO_ACTION))
+        .when(~code.isin(KNOWN_CODES), F.concat(F.lit("unknown action '"), code, F.lit("'")))
+        .when(F.col("lsn_value").isNull(), F.lit(REASON_BAD_LSN))
+        .when(F.col("xid_value").isNull() & ~non_tx_message, F.lit(REASON_BAD_XID))
+        .when(is_row_change & values_src.isNull(), F.lit(REASON_NO_VALUES))
+        .when(is_row_change & ~columns_ok(values_src), F.lit(REASON_BAD_COLUMNS))
+        .when(
+            (code == CODE_UPDATE) & r["identity"].isNotNull() & ~columns_ok(r["identity"]),
+            F.lit(REASON_BAD_COLUMNS),
+        )
+        # Only reached once the names are known to be unique: a map of them cannot fail.
+        .when(
+            is_row_change & has_key(r["pk"]) & key_text(r["pk"], values_map(values_src)).isNull(),
+            F.lit(REASON_KEY_MISSING),
+        )
+    )
+    return (
+        lines.withColumn("r", F.from_json(quoted, RECORD_SCHEMA, {"mode": "PERMISSIVE"}))
+        .withColumn("lsn_value", lsn_to_bigint(r["lsn"]))
+        .withColumn("xid_value", r["xid"].cast("bigint"))
+        .withColumn("line_error", line_error)
+        .withColumn("code", F.when(F.col("line_error").isNull(), code))
+        .withColumn("non_tx_message", F.coalesce(non_tx_message, F.lit(False)))
+    )
