@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Mapping
 
 from python_jobs.ingest.errors import IngestError
 from python_jobs.ingest.job import run
@@ -77,6 +78,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=env.get("WAL_LAKE_RAW_SCHEMA", DEFAULT_SCHEMA),
         help=f"schema of the landed tables (env WAL_LAKE_RAW_SCHEMA; default {DEFAULT_SCHEMA})",
     )
+    _add_batch_options(parser, env)
+    parser.add_argument(
+        "--table-keys",
+        metavar="FILE",
+        default=None,  # table_keys.load reads the environment: so does the job when called as a library
+        help="the table registry: key columns of tables whose Debezium lines carry no Kafka key "
+        "(env WAL_LAKE_TABLE_KEYS; default: the project's seeds/table_keys.csv)",
+    )
+    return parser.parse_args(argv)
+
+
+def _add_batch_options(parser: argparse.ArgumentParser, env: Mapping[str, str]) -> None:
     parser.add_argument(
         "--max-files-per-batch",
         metavar="N",
@@ -96,14 +109,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "optional k, m or g suffix, 0 for no limit (env WAL_LAKE_MAX_BATCH_SIZE; "
         f"default {DEFAULT_MAX_BATCH_BYTES // 2**20}m)",
     )
-    parser.add_argument(
-        "--table-keys",
-        metavar="FILE",
-        default=None,  # table_keys.load reads the environment: so does the job when called as a library
-        help="the table registry: key columns of tables whose Debezium lines carry no Kafka key "
-        "(env WAL_LAKE_TABLE_KEYS; default: the project's seeds/table_keys.csv)",
-    )
-    return parser.parse_args(argv)
 
 
 def _one_line(exc: BaseException) -> str:
