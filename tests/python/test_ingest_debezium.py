@@ -835,6 +835,19 @@ def test_positions_in_one_batch(spark, batching_zone):
     assert got == BATCHING_POSITIONS
 
 
+def test_a_replay_takes_the_index_it_landed_with_even_if_it_landed_twice(spark, batching_zone):
+    """The transform on its own: T2 landed twice (a copied file), its replay in the next batch."""
+    lines = _lines(spark, {"dbz": list(BATCHING_FILES.items())})
+    registry = table_keys.to_frame(spark, table_keys.load(batching_zone / "table_keys.csv"))
+    landed = debezium.transform(lines, registry).events.where(f"commit_lsn <= {T2_[0]}")
+    later = lines.where("landing_file = '0003.jsonl' or (landing_file = '0002.jsonl' and landing_line = 4)")
+    cs = debezium.transform(later, registry, landed.unionByName(landed), {"dbz": T2_[0]})
+    events = cs.events.collect()
+    got = {(e.landing_file, e.landing_line): (e.commit_lsn, e.commit_idx, e.record_pk) for e in events}
+    assert got == {k: v for k, v in BATCHING_POSITIONS.items() if k in got}
+    assert len(events) == 4 and sorted(got) == [("0002.jsonl", 4), *(("0003.jsonl", n) for n in (1, 2, 3))]
+
+
 def test_positions_do_not_depend_on_the_batching(spark, batching_zone, schemas):
     """A file per batch, through the job (keyed by the registry file it is given): the positions of
     one batch, although the snapshot's LSN and T2 are cut by batches, and T2 is replayed after it landed."""
