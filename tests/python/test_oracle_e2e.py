@@ -52,6 +52,7 @@ TABLE_KEYS = {
     "tags": "code",
     "memberships": "team,account_id",
     "documents": "id",
+    "gauges": "id",
 }
 
 
