@@ -75,6 +75,7 @@ EVENTS_SCHEMA = StructType(
         StructField("record", MapType(StringType(), StringType())),
         StructField("changes", MapType(StringType(), StringType())),
         StructField("old_record_pk", StringType()),
+        StructField("old_identity", MapType(StringType(), StringType())),
         StructField("source_format", StringType()),
         StructField("landing_file", StringType()),
         StructField("landing_line", LongType()),
@@ -124,9 +125,22 @@ class ChangeSet:
     upstream: tuple[DataFrame, ...] = ()
 
 
+# Columns of EVENTS_SCHEMA that only some formats fill; a transform that does not name one gives nulls.
+# old_identity: the row's replica identity before the change, when it does not hold the key columns
+# (REPLICA IDENTITY USING INDEX on other columns), for the old key to be resolved from it.
+OPTIONAL_COLUMNS = frozenset({"old_identity"})
+
+
 def conform(df: DataFrame, schema: StructType) -> DataFrame:
     """Select exactly ``schema``'s columns, in order, cast to its types (the output contract)."""
-    return df.select(*[F.col(f.name).cast(f.dataType).alias(f.name) for f in schema.fields])
+    return df.select(
+        *[
+            (F.col(f.name) if f.name in df.columns or f.name not in OPTIONAL_COLUMNS else F.lit(None))
+            .cast(f.dataType)
+            .alias(f.name)
+            for f in schema.fields
+        ]
+    )
 
 
 def split_classified(shared: DataFrame, events: DataFrame, upstream: tuple[DataFrame, ...] = ()) -> ChangeSet:

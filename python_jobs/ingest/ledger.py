@@ -140,6 +140,16 @@ class Ledger:
                 DeltaTable.createIfNotExists(self.spark).tableName(self.name(table)).addColumns(
                     schema
                 ).execute()
+            else:
+                self._add_new_columns(table, schema)
+
+    def _add_new_columns(self, table: str, schema: StructType) -> None:
+        """Give a table landed by an earlier version the nullable columns added since (appends match
+        columns by name, so their place at the end does not matter)."""
+        present = set(self.table(table).columns)
+        added = [f"`{f.name}` {f.dataType.simpleString()}" for f in schema.fields if f.name not in present]
+        if added:
+            self.spark.sql(f"alter table {self.name(table)} add columns ({', '.join(added)})")
 
     def table(self, table: str) -> DataFrame:
         return self.spark.table(self.name(table))

@@ -18,9 +18,13 @@ Rules (docs/ingestion.md has the why):
   outside any transaction: it lands at ``commit_lsn`` = its ``lsn``, ``commit_idx`` -1. wal2json
   reports it at the end of its record, where the next commit record may start; that transaction,
   decoded after it, numbers its changes from 0, and two messages never end at one LSN.
-- A table without a primary key (``pk`` empty or absent) lands with a null ``record_pk``. A change
-  whose key column's value is absent is rejected. A rejected change still takes its ``commit_idx``
-  slot, so the positions of the others stay those of the WAL.
+- A table without a primary key (``pk`` empty or absent) lands with a null ``record_pk``. An insert
+  or update whose key column's value is absent is rejected.
+- REPLICA IDENTITY USING INDEX: when the identity (the index's columns) lacks a key column, the old
+  key is not in the change: ``old_identity`` carries the identity, for the key to be resolved from
+  the record's last known state; such a delete lands with a null ``record_pk``.
+- A rejected change still takes its ``commit_idx`` slot, so the positions of the others stay those
+  of the WAL.
 """
 
 from __future__ import annotations
@@ -73,6 +77,8 @@ def _events(classified: DataFrame) -> DataFrame:
     keyed = has_key(r["pk"])
     old_key = F.when(keyed, key_text(r["pk"], identity))
     new_key = F.when(keyed, key_text(r["pk"], record))
+    # REPLICA IDENTITY USING INDEX on other columns: the old key is not in the change.
+    unresolved = keyed & code.isin(CODE_UPDATE, CODE_DELETE) & r["identity"].isNotNull() & old_key.isNull()
     message = F.map_from_arrays(
         F.array(F.lit("prefix"), F.lit("content"), F.lit("transactional")),
         F.array(r["prefix"], r["content"], F.lower(r["transactional"])),
@@ -105,6 +111,7 @@ def _events(classified: DataFrame) -> DataFrame:
             ),
         ).alias("changes"),
         F.when(is_update & (old_key != new_key), old_key).alias("old_record_pk"),
+        F.when(unresolved, identity).alias("old_identity"),
         F.lit(FORMAT_WAL2JSON).alias("source_format"),
         "landing_file",
         "landing_line",

@@ -141,8 +141,14 @@ def parse(lines: DataFrame) -> DataFrame:
             F.lit(REASON_BAD_COLUMNS),
         )
         # Only reached once the names are known to be unique: a map of them cannot fail.
+        # A delete's identity may lack the key (REPLICA IDENTITY USING INDEX): the key is resolved
+        # downstream from it, so only an empty one leaves nothing to go on.
+        .when((code == CODE_DELETE) & (F.size(values_src) == 0), F.lit(REASON_NO_VALUES))
         .when(
-            is_row_change & has_key(r["pk"]) & key_text(r["pk"], values_map(values_src)).isNull(),
+            is_row_change
+            & (code != CODE_DELETE)
+            & has_key(r["pk"])
+            & key_text(r["pk"], values_map(values_src)).isNull(),
             F.lit(REASON_KEY_MISSING),
         )
     )

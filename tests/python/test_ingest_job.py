@@ -413,3 +413,18 @@ def test_a_late_middle_file_of_a_split_transaction_lands_every_change_once(spark
     assert len(whole) == 15 and frontier(spark, schema) == LAST_COMMIT
     overall = totals(Ledger(spark, schema).file_rows())
     assert overall == {"landed": 45, "rejected": 2, "control": 42, "pending": 0, "lines": 89}
+
+
+def test_a_landed_table_of_an_earlier_version_gains_the_columns_added_since(spark, landing, schema):
+    from delta.tables import DeltaTable
+
+    from python_jobs.ingest.ledger import SCHEMAS
+
+    spark.sql(f"create schema {schema}")
+    earlier = [f for f in SCHEMAS[EVENTS].fields if f.name != "old_identity"]
+    DeltaTable.create(spark).tableName(f"{schema}.{EVENTS}").addColumns(earlier).execute()
+    shutil.copy(FIXTURE, landing / "src" / "0001.jsonl")
+    summary, _ = ingest(spark, landing, schema)
+    assert summary.landed == 15
+    events = rows(spark, schema, EVENTS)
+    assert len(events) == 15 and all(e["old_identity"] is None and e["xid"] for e in events)

@@ -19,6 +19,8 @@ FIXTURE = FIXTURES / "accounts.jsonl"
 # Real output: a heartbeat message emitted while a transaction was open, then that transaction
 # (committing at the message's lsn), then a table without primary key under REPLICA IDENTITY FULL.
 MESSAGE_AND_KEYLESS = (FIXTURES / "message_and_keyless.jsonl").read_text().splitlines()
+# Real output: REPLICA IDENTITY USING INDEX, on an index without the key and on one that holds it.
+IDENTITY_INDEX = (FIXTURES / "replica_identity_index.jsonl").read_text().splitlines()
 TS = "2026-11-21 23:24:38.526689+00"
 
 
@@ -61,6 +63,7 @@ SCENARIOS: dict[str, list[str]] = {
     "fixture": FIXTURE.read_text().splitlines(),
     "message_commit": MESSAGE_AND_KEYLESS[:4],
     "keyless": MESSAGE_AND_KEYLESS[4:],
+    "identity_index": IDENTITY_INDEX,
     "positions": txn(
         "16/B374D848",
         ins(1, "16/B374D000"),
@@ -389,3 +392,31 @@ def test_a_table_without_primary_key_lands_with_a_null_record_pk(result):
     # A change whose record names no key at all lands keyless too.
     (no_pk,) = of(result, "events", "no_pk")
     assert (no_pk["record_pk"], no_pk["key_columns"], no_pk["record"]) == (None, None, {"id": "1"})
+
+
+def test_replica_identity_using_index_lands_the_old_identity_for_the_key_to_be_resolved(result):
+    events = of(result, "events", "identity_index")
+    assert not of(result, "rejects", "identity_index")
+
+    def shape(table: str) -> list[tuple]:
+        return [
+            (e["action"], e["record_pk"], e["old_record_pk"], e["old_identity"])
+            for e in events
+            if e["source_table"] == table
+        ]
+
+    # The identity (the index's columns) lacks the key: the old key is not in the change.
+    assert shape("by_code") == [
+        ("insert", '["1"]', None, None),
+        ("update", '["2"]', None, {"code": "c1"}),
+        ("update", '["3"]', None, {"code": "c1"}),
+        ("delete", None, None, {"code": "c2"}),
+    ]
+    delete = events[3]
+    assert (delete["key_columns"], delete["record"]) == (["id"], {"code": "c2"})
+    # An index that holds the key columns: the old key comes from the identity, nothing to resolve.
+    assert shape("by_code_id") == [
+        ("insert", '["1"]', None, None),
+        ("update", '["2"]', '["1"]', None),
+        ("delete", '["2"]', None, None),
+    ]
