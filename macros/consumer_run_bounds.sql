@@ -1,25 +1,37 @@
 {#-
     Everything a consumer model reads before it renders, in one place, so a unit test overrides it
-    with one dict. Returns the run's seq range (consumed, upto] and what is in it:
-    - consumed: the greatest seq already applied (`consumed_seq`); 0 on a full refresh.
+    with one dict. Returns the run's seq range (consumed, upto] and what it was built from:
+    - consumed: the greatest seq already applied (`consumer_stamp`); 0 when not `incremental`.
     - upto: the greatest seq of sequin_events now. Fixed here, so rows landed during the run wait
       for the next one.
-    - key_moves: how many updates in the range moved a row to a new primary key. The model leaves
-      its moved-key joins out when there are none (the common case) and broadcasts a few.
-    Only reads: stamping `upto` on the model's commit is the model's own step.
-    All 0 when not executing, so the parse renders the plan without moves.
+    - key_moves: how many changes in the range moved a row to a new primary key. The model leaves
+      its moved-key steps out when there are none (the common case) and broadcasts a few.
+    - sequin_table_id, subscriptions: what the model stamps beside `upto` (`stamp_consumed_seq`), so
+      the next run can tell whether its seq still means the same change and its consumers are the
+      same (`consumer_rebuild_reason`).
+    Only reads: stamping is the model's own step. Zeros when not executing, so the parse renders
+    the plan without moves.
 -#}
-{% macro consumer_run_bounds(relation, sequin_relation) %}
+{% macro consumer_run_bounds(relation, sequin_relation, subscriptions_relation, incremental) %}
     {%- if not execute -%}
-        {{ return({'consumed': 0, 'upto': 0, 'key_moves': 0}) }}
+        {{ return({'consumed': 0, 'upto': 0, 'key_moves': 0, 'sequin_table_id': none, 'subscriptions': none}) }}
     {%- endif -%}
-    {%- set consumed = consumed_seq(relation) if is_incremental() else 0 -%}
+    {%- set consumed = 0 -%}
+    {%- if incremental -%}
+        {%- set stamp = consumer_stamp(relation) -%}
+        {%- if stamp is none -%}
+            {{ exceptions.raise_compiler_error(relation ~ ' has no stamped commit to continue from') }}
+        {%- endif -%}
+        {%- set consumed = stamp.consumed_seq -%}
+    {%- endif -%}
     {%- set upto = run_query(
         'select coalesce(max(seq), 0) as seq from ' ~ sequin_relation
     ).rows[0]['seq'] | int -%}
-    {%- set key_moves = run_query(
-        'select count(*) as moves from ' ~ sequin_relation
-        ~ ' where seq > ' ~ consumed ~ ' and seq <= ' ~ upto ~ ' and ' ~ is_key_change()
-    ).rows[0]['moves'] | int -%}
-    {{ return({'consumed': consumed, 'upto': upto, 'key_moves': key_moves}) }}
+    {{ return({
+        'consumed': consumed,
+        'upto': upto,
+        'key_moves': count_key_moves(sequin_relation, consumed, upto),
+        'sequin_table_id': sequin_table_id(sequin_relation),
+        'subscriptions': subscriptions_fingerprint(subscriptions_relation),
+    }) }}
 {% endmacro %}

@@ -3,8 +3,8 @@
     a starting record in seq order, the way Postgres applies them: an insert or snapshot read
     replaces the row, a delete removes it, an update overlays the columns it sent and keeps the ones
     it left out (an unchanged TOASTed value, Debezium's unavailable placeholder: absent from the
-    map, not null). An update that moved the row to a new key carries the old key's record as
-    `base`: the columns it left out come from there.
+    map, not null). A touch that moved the row from another key carries that key's record as `base`
+    (`key_move_bases`): the columns it left out come from there, whatever its action.
 -#}
 {% macro fold_record(touches, start_record) -%}
     aggregate(
@@ -14,7 +14,7 @@
         ),
         {{ start_record }},
         (acc, t) -> case
-            when t.action in ('insert', 'read') then t.record
+            when t.action in ('insert', 'read') and t.base is null then t.record
             when t.action = 'delete' then {{ null_record() }}
             else map_concat(
                 map_filter(coalesce(t.base, acc, map()), (k, v) -> not map_contains_key(t.record, k)),

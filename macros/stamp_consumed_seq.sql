@@ -1,7 +1,11 @@
 {#-
-    SQL that marks every Delta commit of this session, until `unstamp_consumed_seq`, with the seq a
-    consumer model applies up to (commit user metadata read back by `consumed_seq`).
+    SQL that marks every Delta commit of this session, until `unstamp_consumed_seq`, with what a
+    consumer model applies: the seq it applies up to, the sequin_events table id that seq belongs
+    to and the fingerprint of its consumers (`bounds` of `consumer_run_bounds`), read back by
+    `consumer_stamp`.
 -#}
-{% macro stamp_consumed_seq(seq) %}
-    set spark.databricks.delta.commitInfo.userMetadata = wal_lake.consumed_seq={{ seq }}
+{% macro stamp_consumed_seq(bounds) %}
+    {%- set mark = 'wal_lake.consumed_seq=' ~ bounds.upto ~ ',sequin_table_id=' ~ bounds.sequin_table_id
+        ~ ',subscriptions=' ~ bounds.subscriptions %}
+    set spark.databricks.delta.commitInfo.userMetadata = {{ mark }}
 {% endmacro %}

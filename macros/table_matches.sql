@@ -1,8 +1,9 @@
 {#-
-    True when `schema.table` matches a consumer's subscription pattern, where `*` stands for any
-    run of characters and everything else is literal (`_` and `\` included).
+    True when a change's schema and table match a subscription's schema and table globs
+    (int_consumer_subscriptions), each on its own: `*` stands for any run of characters and
+    everything else is literal (`%`, `_` and `\` included).
 -#}
-{% macro table_matches(schema_column, table_column, pattern_column) -%}
-    concat({{ schema_column }}, '.', {{ table_column }})
-    like replace(replace(replace({{ pattern_column }}, '\\', '\\\\'), '_', '\\_'), '*', '%')
+{% macro table_matches(schema_column, table_column, schema_glob_column, table_glob_column) -%}
+    {{ schema_column }} like {{ glob_to_like(schema_glob_column) }}
+    and {{ table_column }} like {{ glob_to_like(table_glob_column) }}
 {%- endmacro %}

@@ -1,6 +1,7 @@
 -- consumer_records must hold exactly the keys whose last touch in sequin_events (a truncate of the
--- table and a key-changing update count as touches) is not a delete, each at that touch's seq; and
--- where that touch sent the whole row (insert, snapshot read) the record must be that row.
+-- table and a change that moved a row to a new key count as touches) is not a delete, each at that
+-- touch's seq; and where that touch sent the whole row (an insert or snapshot read that moved no
+-- row) the record must be that row. Changes of tables without a key have no record.
 with
 
 sequin as (
@@ -9,9 +10,9 @@ sequin as (
 
 ),
 
-consumers as (
+subscriptions as (
 
-    select * from {{ ref('consumers') }}
+    select * from {{ ref('int_consumer_subscriptions') }}
 
 ),
 
@@ -24,12 +25,15 @@ consumer_records as (
 subscribed as (
 
     select
-        consumers.consumer_name,
+        subscriptions.consumer_name,
         sequin.*
 
     from sequin
-    inner join consumers
-        on {{ table_matches('sequin.source_schema', 'sequin.source_table', 'consumers.table_pattern') }}
+    inner join subscriptions
+        on
+            {{ table_matches(
+                'sequin.source_schema', 'sequin.source_table', 'subscriptions.schema_glob', 'subscriptions.table_glob'
+            ) }}
 
 ),
 
@@ -43,9 +47,10 @@ key_touches as (
         record_pk,
         seq,
         action,
-        record
+        record,
+        old_record_pk
     from subscribed
-    where action in ('insert', 'update', 'delete', 'read')
+    where action in ('insert', 'update', 'delete', 'read') and record_pk is not null
 
     union all
 
@@ -57,7 +62,8 @@ key_touches as (
         old_record_pk as record_pk,
         seq,
         'delete' as action,
-        {{ null_record() }} as record
+        {{ null_record() }} as record,
+        cast(null as string) as old_record_pk
 
     from subscribed
     where {{ is_key_change() }}
@@ -130,6 +136,7 @@ validation_errors as (
         or expected.seq != consumer_records.seq
         or (
             expected.action in ('insert', 'read')
+            and expected.old_record_pk is null
             and array_sort(map_entries(expected.record)) != array_sort(map_entries(consumer_records.record))
         )
 

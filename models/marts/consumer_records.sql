@@ -1,14 +1,18 @@
 {#-
     Applies the changes of sequin_events with seq in (consumed, upto] to every subscribed consumer.
 
-    sequin + consumers -> subscribed -> truncates
-                          subscribed -> touches -> live_touches (minus what a truncate voided)
+    sequin -> flattenable (keyed rows, truncates) -> touched_tables (+ subscriptions) -> subscribed_tables
+    flattenable + subscribed_tables -> subscribed -> truncates
+                                       subscribed -> touches -> live_touches (minus what a truncate voided)
     this (+ truncates) -> existing -> starting_records
-    live_touches -> moves -> moved_from_touches -> moved_bases        (only when a key moved)
-    live_touches + moved_bases -> touches_with_bases
+    live_touches + starting_records -> key_move_bases -> move_bases   (only when a key moved)
+    live_touches + move_bases -> touches_with_bases
     touches_with_bases + starting_records -> flattened (fold in seq order) -> applied
     existing, untouched since a truncate of its table -> truncated
     applied + truncated -> combined -> final
+
+    It rebuilds itself in full (`should_full_refresh`) when its stamp no longer matches what it was
+    built from: sequin_events rebuilt (seq renumbered) or the consumers seed changed.
 -#}
 {{
     config(
@@ -18,6 +22,7 @@
         merge_delete_column='is_deleted',
         on_schema_change='ignore',
         post_hook="{{ unstamp_consumed_seq() }}",
+        meta={'wal_lake_consumer': true},
     )
 }}
 {#-
@@ -27,14 +32,17 @@
 -#}
 {%- set table_key = ['consumer_name', 'source_id', 'source_schema', 'source_table'] -%}
 {%- set record_key = table_key + ['record_pk'] -%}
-{%- set bounds = consumer_run_bounds(this, ref('sequin_events')) -%}
+{%- set incremental = is_incremental() -%}
+{%- set bounds = consumer_run_bounds(
+    this, ref('sequin_events'), ref('int_consumer_subscriptions'), incremental
+) -%}
 {#-
     `upto` rides on the model's own Delta commit (its merge or create), so the next run starts
     exactly where this one ended, even when its last touches were deletes; the post-hook clears the
     mark. Only a run that writes stamps: not a compile, not a unit test.
 -#}
 {%- if execute and flags.WHICH in ('run', 'build') and model.resource_type == 'model' -%}
-    {%- do run_query(stamp_consumed_seq(bounds.upto)) -%}
+    {%- do run_query(stamp_consumed_seq(bounds)) -%}
 {%- endif -%}
 {#-
     A few key moves are broadcast, so only the touches of moved-from keys are shuffled; a mass
@@ -42,7 +50,7 @@
 -#}
 {%- set broadcast_moves = bounds.key_moves <= var('wal_lake_broadcast_key_moves', 200000) | int %}
 
-with
+with{% if bounds.key_moves %} recursive{% endif %}
 
 sequin as (
 
@@ -51,22 +59,64 @@ sequin as (
 
 ),
 
-consumers as (
+subscriptions as (
 
-    select * from {{ ref('consumers') }}
+    select * from {{ ref('int_consumer_subscriptions') }}
+
+),
+
+-- Changes of a table without a key (null record_pk) have no record to flatten on: they stay in
+-- sequin_events, counted by keyless_changes. Truncates apply to every table.
+flattenable as (
+
+    select *
+    from sequin
+    where record_pk is not null or action = 'truncate'
+
+),
+
+touched_tables as (
+
+    select distinct
+        source_id,
+        source_schema,
+        source_table
+
+    from flattenable
+
+),
+
+-- Patterns are matched once per table, not per change; a consumer whose patterns overlap
+-- subscribes to a table once.
+subscribed_tables as (
+
+    select distinct
+        subscriptions.consumer_name,
+        touched_tables.source_id,
+        touched_tables.source_schema,
+        touched_tables.source_table
+
+    from touched_tables
+    inner join subscriptions
+        on
+            {{ table_matches(
+                'touched_tables.source_schema',
+                'touched_tables.source_table',
+                'subscriptions.schema_glob',
+                'subscriptions.table_glob'
+            ) }}
 
 ),
 
 subscribed as (
 
     select
-        consumers.consumer_name,
-        sequin.*
+        subscribed_tables.consumer_name,
+        flattenable.*
 
-    from sequin
-    inner join consumers
-        on {{ table_matches('sequin.source_schema', 'sequin.source_table', 'consumers.table_pattern') }}
-    where sequin.action != 'message'
+    from flattenable
+    inner join subscribed_tables
+        on {{ columns_equal('flattenable', 'subscribed_tables', table_key[1:]) }}
 
 ),
 
@@ -85,7 +135,7 @@ truncates as (
 
 ),
 
--- Every touch of a record key. An update that changed the primary key also deletes the old key.
+-- Every touch of a record key. A change that moved a row to a new key also deletes the old key.
 touches as (
 
     select
@@ -143,7 +193,7 @@ live_touches as (
 
 existing as (
 
-    {% if is_incremental() -%}
+    {% if incremental -%}
         select /*+ broadcast(truncates) */
             existing_records.*,
             truncates.truncated_seq
@@ -182,84 +232,18 @@ starting_records as (
 ),
 {%- if bounds.key_moves %}
 
-    moves as (
-
-        select
-            consumer_name,
-            source_id,
-            source_schema,
-            source_table,
-            record_pk,
-            old_record_pk as moved_from_pk,
-            seq
-
-        from live_touches
-        where {{ is_key_change() }}
-
-    ),
-
-    -- The touches of keys an update moved a row away from: the only ones a moved row's base comes from.
-    moved_from_touches as (
-
-        select {% if broadcast_moves %}/*+ broadcast(moves) */ {% endif %}live_touches.*
-        from live_touches
-        left semi join moves
-            on
-                {{ columns_equal('live_touches', 'moves', table_key) }}
-                and live_touches.record_pk = moves.moved_from_pk
-
-    ),
-
-    -- The old key's record as of just before an update moved it to a new key: the new key's
-    -- starting point for the columns the update left out.
-    moved_bases as (
-
-        select
-            moves.consumer_name,
-            moves.source_id,
-            moves.source_schema,
-            moves.source_table,
-            moves.record_pk,
-            moves.seq,
-            {{ fold_record(
-                "filter(
-                    collect_list(struct(earlier.seq, earlier.action, earlier.record, " ~ null_record() ~ " as base)),
-                    p -> p.seq is not null
-                )",
-                "first(starting_records.record, true)"
-            ) }} as base
-
-        from moves
-        left join moved_from_touches as earlier
-            on
-                {{ columns_equal('moves', 'earlier', table_key) }}
-                and moves.moved_from_pk = earlier.record_pk
-                and earlier.seq < moves.seq
-        left join starting_records
-            on
-                {{ columns_equal('moves', 'starting_records', table_key) }}
-                and moves.moved_from_pk = starting_records.record_pk
-        group by
-            moves.consumer_name,
-            moves.source_id,
-            moves.source_schema,
-            moves.source_table,
-            moves.record_pk,
-            moves.seq
-
-    ),
+    {{ key_move_bases('live_touches', 'starting_records', table_key, broadcast=broadcast_moves) }},
 
     touches_with_bases as (
 
         select
             live_touches.*,
-            moved_bases.base
+            move_bases.base
 
         from live_touches
-        left join moved_bases
+        left join move_bases
             on
-                {{ columns_equal('live_touches', 'moved_bases', record_key) }}
-                and live_touches.seq = moved_bases.seq
+                {{ columns_equal('live_touches', 'move_bases', record_key + ['seq']) }}
 
     ),
 {%- else %}
@@ -375,9 +359,9 @@ combined as (
 -- A full refresh writes live records only; an incremental run hands deletions to the merge.
 final as (
 
-    select *{% if not is_incremental() %} except (is_deleted){% endif %}
+    select *{% if not incremental %} except (is_deleted){% endif %}
     from combined
-    {%- if not is_incremental() %}
+    {%- if not incremental %}
         where not is_deleted
     {%- endif %}
 

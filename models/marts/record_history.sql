@@ -1,7 +1,11 @@
 -- Every version of every source record, from the change log: when it began and ended (seq and
 -- commit time), and whether that version is a deletion. A version ends at the record's next touch,
--- or at a truncate of its table, whichever comes first.
-with
+-- or at a truncate of its table, whichever comes first. Changes of tables without a key have no
+-- record to version: they stay in sequin_events (keyless_changes counts them).
+{%- set table_key = ['source_id', 'source_schema', 'source_table'] -%}
+{%- set key_moves = count_key_moves(ref('sequin_events')) %}
+
+with{% if key_moves %} recursive{% endif %}
 
 sequin as (
 
@@ -16,32 +20,32 @@ touches as (
         source_schema,
         source_table,
         record_pk,
+        old_record_pk,
         seq,
         commit_lsn,
         commit_idx,
         committed_at,
         action,
-        record,
-        old_record_pk as moved_from_pk
+        record
 
     from sequin
-    where action in ('insert', 'update', 'delete', 'read')
+    where action in ('insert', 'update', 'delete', 'read') and record_pk is not null
 
     union all
 
-    -- An update that changed the primary key ends the old key's record.
+    -- A change that moved a row to a new key ends the old key's record.
     select
         source_id,
         source_schema,
         source_table,
         old_record_pk as record_pk,
+        cast(null as string) as old_record_pk,
         seq,
         commit_lsn,
         commit_idx,
         committed_at,
         'delete' as action,
-        {{ null_record() }} as record,
-        cast(null as string) as moved_from_pk
+        {{ null_record() }} as record
 
     from sequin
     where {{ is_key_change() }}
@@ -60,29 +64,66 @@ truncates as (
     where action = 'truncate'
 
 ),
+{%- if key_moves %}
+
+    {{ key_move_bases('touches', none, table_key, broadcast=false) }},
+
+    touches_with_bases as (
+
+        select
+            touches.*,
+            move_bases.base
+
+        from touches
+        left join move_bases
+            on
+                {{ columns_equal('touches', 'move_bases', table_key + ['record_pk', 'seq']) }}
+
+    ),
+{%- else %}
+
+    -- No change moved a row to a new key: no touch has another key's record to start from.
+    touches_with_bases as (
+
+        select
+            touches.*,
+            {{ null_record() }} as base
+
+        from touches
+
+    ),
+{%- endif %}
 
 versions as (
 
     select
-        touches.*,
+        touches_with_bases.*,
         {{ fold_record(
-            "collect_list(struct(seq, action, record, " ~ null_record() ~ " as base)) over (
+            "collect_list(struct(seq, action, record, base)) over (
                 partition by source_id, source_schema, source_table, record_pk
                 order by seq
                 rows between unbounded preceding and current row
             )",
             null_record()
         ) }} as full_record,
-        lead(touches.seq) over (
-            partition by touches.source_id, touches.source_schema, touches.source_table, touches.record_pk
-            order by touches.seq
+        lead(touches_with_bases.seq) over (
+            partition by
+                touches_with_bases.source_id,
+                touches_with_bases.source_schema,
+                touches_with_bases.source_table,
+                touches_with_bases.record_pk
+            order by touches_with_bases.seq
         ) as next_touch_seq,
-        lead(touches.committed_at) over (
-            partition by touches.source_id, touches.source_schema, touches.source_table, touches.record_pk
-            order by touches.seq
+        lead(touches_with_bases.committed_at) over (
+            partition by
+                touches_with_bases.source_id,
+                touches_with_bases.source_schema,
+                touches_with_bases.source_table,
+                touches_with_bases.record_pk
+            order by touches_with_bases.seq
         ) as next_touch_at
 
-    from touches
+    from touches_with_bases
 
 ),
 
@@ -131,7 +172,7 @@ final as (
         commit_idx,
         action,
         action = 'delete' as is_deleted,
-        moved_from_pk,
+        old_record_pk as moved_from_pk,
         coalesce(full_record, record) as record
 
     from ended

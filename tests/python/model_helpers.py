@@ -96,3 +96,25 @@ def consumer_state(spark, consumer: str = "all_tables") -> dict:
     so a test names a record as the model does."""
     records = consumer_records(spark_query(spark), os.environ.get("WAL_LAKE_SCHEMA", "wal_lake"), consumer)
     return {(r.source_table, r.record_pk): r.record for r in records}
+
+
+def models_schema() -> str:
+    return os.environ.get("WAL_LAKE_SCHEMA", "wal_lake")
+
+
+def set_consumers(spark, patterns: list[tuple[str, str]]) -> None:
+    """Replaces the consumers seed's table, as `dbt seed` would, without touching seeds/consumers.csv
+    (other test modules read that file)."""
+    spark.createDataFrame(patterns, schema="consumer_name string, table_pattern string").write.format(
+        "delta"
+    ).mode("overwrite").option("overwriteSchema", "true").saveAsTable(f"{models_schema()}.consumers")
+
+
+def all_consumer_records(spark) -> list[tuple]:
+    """Every row of consumer_records, the record as JSON text with sorted keys, in a stable order: two
+    builds are equal exactly when these lists are."""
+    rows = spark.sql(
+        "select consumer_name, source_id, source_schema, source_table, record_pk, to_json(record) as record, "
+        f"seq, commit_lsn, commit_idx, action from {models_schema()}.consumer_records"
+    ).collect()
+    return sorted((*r[:5], json.dumps(json.loads(r.record), sort_keys=True), *r[6:]) for r in rows)

@@ -8,7 +8,14 @@ incremental result, and the full refresh must give the same tables.
 from __future__ import annotations
 
 import pytest
-from model_helpers import change, consumer_state, land, reset_raw_tables
+from model_helpers import (
+    all_consumer_records,
+    change,
+    consumer_state,
+    land,
+    reset_raw_tables,
+    set_consumers,
+)
 
 BUILD = ("+consumer_records", "+sequin_violations", "+record_history")
 
@@ -182,3 +189,233 @@ def test_dbt_unit_tests_pass(dbt, built):
     outcomes = {r.node.name: r.status for r in result.result.results}
     assert len(outcomes) >= 4
     assert all(status == "pass" for status in outcomes.values()), outcomes
+
+
+# The scenarios below each start from empty raw tables of their own; they run after the module's
+# `built` scenario (file order), which they would otherwise overwrite.
+
+CONSUMERS = ("+consumer_records",)
+EVERYTHING = (*CONSUMERS, "+record_history", "+keyless_changes", "+sequin_violations")
+
+
+def fresh_start(spark, schemas) -> None:
+    """Empty raw tables, the shipped consumer, and none of the tables this module's models build: the
+    next run creates them (dropping is much faster than a full-refresh run)."""
+    reset_raw_tables(spark)
+    set_consumers(spark, [("all_tables", "*.*")])
+    for table in ("sequin_events", "consumer_records", "record_history"):
+        spark.sql(f"drop table if exists {schemas.models}.{table}")
+    for table in ("keyless_changes", "sequin_violations"):
+        spark.sql(f"drop table if exists {schemas.audit}.{table}")
+
+
+def test_sequin_rebuilt_alone_makes_consumer_records_rebuild(spark, dbt, schemas):
+    """A full refresh of sequin_events alone renumbers seq; consumer_records notices on its next run
+    and rebuilds instead of skipping or re-applying changes."""
+    fresh_start(spark, schemas)
+
+    def both(lsn, pk, action="insert", v="1"):
+        return [
+            change(lsn, 0, action, table=f"t_{source}", pk=(pk,), record=a(pk, v=v), source=source)
+            for source in ("a", "b")
+        ]
+
+    land(spark, both(100, 1), batch_id=1)
+    dbt("run", "-s", *CONSUMERS)
+    land(spark, both(200, 1, "update", v="2") + both(210, 2), batch_id=2)
+    dbt("run", "-s", *CONSUMERS)  # seq interleaves the sources batch by batch
+    land(spark, both(300, 3) + both(310, 1, "update", v="3"), batch_id=3)
+    dbt("run", "--full-refresh", "-s", "sequin_events")  # renumbered: all of a, then all of b
+    land(spark, both(400, 4) + both(410, 2, "delete"), batch_id=4)
+    dbt("run", "-s", *CONSUMERS)
+    incremental = all_consumer_records(spark)
+    assert {(r[3], r[4]) for r in incremental} == {
+        (f"t_{s}", f'["{pk}"]') for s in ("a", "b") for pk in (1, 3, 4)
+    }
+    dbt("run", "--full-refresh", "-s", "consumer_records")
+    assert incremental == all_consumer_records(spark)
+
+
+MOVE_BATCHES = [
+    [
+        # A -> B -> C in one run, each move leaving the TOASTed note out
+        change(100, 0, "insert", pk=(1,), record=a(1, note="toast-1", v="a")),
+        change(100, 1, "update", pk=(2,), old_pk=(1,), record=a(2, v="b")),
+        change(100, 2, "update", pk=(3,), old_pk=(2,), record=a(3, v="c")),
+        # K -> L -> K in one run
+        change(110, 0, "insert", pk=(10,), record=a(10, note="toast-10", v="k")),
+        change(120, 0, "update", pk=(11,), old_pk=(10,), record=a(11, v="l")),
+        change(120, 1, "update", pk=(10,), old_pk=(11,), record=a(10, v="k2")),
+        # Debezium: the key change is a delete of the old key, then the create of the new one
+        change(130, 0, "insert", pk=(20,), record=a(20, note="toast-20", v="d")),
+        change(140, 0, "delete", pk=(20,), record={"id": "20"}),
+        change(140, 1, "insert", pk=(21,), old_pk=(20,), record=a(21, v="d2")),
+    ],
+    [
+        # C -> E -> F across runs, an update of E in between
+        change(200, 0, "update", pk=(5,), old_pk=(3,), record=a(5, v="e")),
+        change(200, 1, "update", pk=(5,), record=a(5, v="e2")),
+        change(210, 0, "update", pk=(6,), old_pk=(5,), record=a(6, v="f")),
+        # the Debezium row moves again, back onto its first key
+        change(220, 0, "delete", pk=(21,), record={"id": "21"}),
+        change(220, 1, "insert", pk=(20,), old_pk=(21,), record=a(20, v="d3")),
+    ],
+]
+
+MOVED = {
+    ("accounts", '["6"]'): a(6, note="toast-1", v="f"),
+    ("accounts", '["10"]'): a(10, note="toast-10", v="k2"),
+    ("accounts", '["20"]'): a(20, note="toast-20", v="d3"),
+}
+
+
+def test_key_moves_keep_left_out_columns(spark, dbt, schemas):
+    fresh_start(spark, schemas)
+    for batch_id, batch in enumerate(MOVE_BATCHES, start=1):
+        land(spark, batch, batch_id=batch_id)
+        dbt("run", "-s", *CONSUMERS, "record_history")
+    assert consumer_state(spark) == MOVED
+    incremental = all_consumer_records(spark)
+
+    # every version of record_history holds the full row
+    versions = spark.sql(
+        f"select record_pk, valid_from_seq, record from {schemas.models}.record_history where not is_deleted"
+    ).collect()
+    assert len(versions) == 12
+    assert [(v.record_pk, v.valid_from_seq) for v in versions if "note" not in v.record] == []
+    current = {
+        v.record_pk: v.record
+        for v in spark.sql(
+            f"select record_pk, record from {schemas.models}.record_history "
+            "where valid_to_seq is null and not is_deleted"
+        ).collect()
+    }
+    assert {("accounts", pk): record for pk, record in current.items()} == MOVED
+
+    dbt("run", "--full-refresh", "-s", *CONSUMERS)
+    assert all_consumer_records(spark) == incremental
+
+
+def test_keyless_changes_and_unsequenced_messages(spark, dbt, schemas):
+    """Changes of a table without a key stay in sequin_events, in order and deduplicated by
+    position, are left out of consumer_records and counted; a non-transactional message (commit_idx
+    -1) orders before the transaction committing at its LSN."""
+    fresh_start(spark, schemas)
+    row = {"k": "same", "n": "1"}
+    keyless = [
+        change(100, 0, "insert", table="logs", record=row),
+        change(100, 1, "insert", table="logs", record=row),  # an identical row: another change
+        change(200, 0, "delete", table="logs", record=row),
+    ]
+    message = change(200, -1, "message", table=None, record={"prefix": "hb", "content": "x"})
+    message.update(source_schema=None)
+    land(spark, [*keyless, message, change(200, 1, "insert", pk=(1,), record=a(1, v="x"))], batch_id=1)
+    # the same change again, from a copy of its file
+    replay = {**keyless[1], "landing_file": "src/copy-of-0000000000000064.jsonl"}
+    land(spark, [replay], batch_id=2, frontier={"src": 200})
+    dbt("run", "-s", *EVERYTHING)
+    sequin = rows(
+        spark,
+        f"select commit_lsn, commit_idx, action, source_table from {schemas.models}.sequin_events "
+        "order by seq",
+    )
+    assert sequin == [
+        (100, 0, "insert", "logs"),
+        (100, 1, "insert", "logs"),
+        (200, -1, "message", None),
+        (200, 0, "delete", "logs"),
+        (200, 1, "insert", "accounts"),
+    ]
+    assert consumer_state(spark) == {("accounts", '["1"]'): a(1, v="x")}
+    assert rows(
+        spark,
+        f"select source_table, change_count, insert_count, delete_count from {schemas.audit}.keyless_changes",
+    ) == [("logs", 3, 2, 1)]
+    keyless_versions = f"select count(*) from {schemas.models}.record_history where record_pk is null"
+    assert rows(spark, keyless_versions) == [(0,)]
+    result = dbt(
+        "test",
+        "-s",
+        "stg_wal__events",
+        "sequin_events",
+        "consumer_records",
+        "record_history",
+        "keyless_changes",
+        "sequin_violations",
+        "--exclude",
+        "test_type:unit",
+        expect_success=False,
+    )
+    failed = {r.node.name for r in result.result.results if r.status in ("fail", "error")}
+    assert failed == set()
+
+
+def consumer_rows(spark, schemas) -> list[tuple]:
+    return rows(
+        spark,
+        "select consumer_name, source_schema, source_table, record_pk "
+        f"from {schemas.models}.consumer_records order by all",
+    )
+
+
+def test_consumers_seed_changes_apply_on_the_next_run(spark, dbt, schemas):
+    fresh_start(spark, schemas)
+
+    def insert(lsn, schema, table, pk=1):
+        c = change(lsn, 0, "insert", table=table, pk=(pk,), record=a(pk))
+        c.update(source_schema=schema)
+        return c
+
+    land(
+        spark,
+        [
+            insert(100, "public", "accounts"),
+            insert(110, "public", "orders"),
+            insert(120, "a.b", "c"),
+            insert(130, "a", "b.c"),
+            insert(140, "public", "x%y"),
+            insert(150, "public", "xzy"),
+        ],
+        batch_id=1,
+    )
+    set_consumers(spark, [("narrow", "public.accounts"), ("gone", "*.*")])
+    dbt("run", "-s", *CONSUMERS)
+    set_consumers(
+        spark,
+        [
+            ("narrow", "public.*"),  # widened
+            ("late", "public.orders"),  # added
+            ("dotted", '"a.b".c'),
+            ("dotted_table", "a.b.c"),
+            ("percent", "public.x%y"),
+            ("shrunk", "public.accounts"),
+        ],
+    )
+    land(spark, [insert(200, "public", "accounts", pk=2)], batch_id=2)
+    dbt("run", "-s", *CONSUMERS)
+    incremental = consumer_rows(spark, schemas)
+    set_consumers(spark, [("shrunk", "public.accounts"), ("narrow", "public.accounts")])  # narrowed, removed
+    dbt("run", "-s", *CONSUMERS)
+    narrowed = consumer_rows(spark, schemas)
+
+    dbt("run", "--full-refresh", "-s", "consumer_records")
+    assert consumer_rows(spark, schemas) == narrowed
+    assert narrowed == [
+        ("narrow", "public", "accounts", '["1"]'),
+        ("narrow", "public", "accounts", '["2"]'),
+        ("shrunk", "public", "accounts", '["1"]'),
+        ("shrunk", "public", "accounts", '["2"]'),
+    ]
+    public = [("public", t, '["1"]') for t in ("accounts", "orders", "x%y", "xzy")]
+    assert incremental == sorted(
+        [
+            ("dotted", "a.b", "c", '["1"]'),
+            ("dotted_table", "a", "b.c", '["1"]'),
+            ("late", "public", "orders", '["1"]'),
+            *[("narrow", *p) for p in public],
+            ("narrow", "public", "accounts", '["2"]'),
+            ("percent", "public", "x%y", '["1"]'),
+            ("shrunk", "public", "accounts", '["1"]'),
+            ("shrunk", "public", "accounts", '["2"]'),
+        ]
+    )

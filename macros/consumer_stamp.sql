@@ -1,0 +1,27 @@
+{#-
+    What a consumer model's latest stamped Delta commit says it was built from (commit user
+    metadata written by `stamp_consumed_seq`, read from the last 50 commits): `consumed_seq`, the
+    greatest sequin_events seq applied; `sequin_table_id`, the Delta table id of the sequin_events
+    that seq belongs to; `subscriptions`, the fingerprint of the consumers it was applied for.
+    The mark rides on the same atomic commit as the rows: a crash leaves both or neither.
+    None when no stamped commit is found (or not executing); a field the stamp lacks is none.
+-#}
+{% macro consumer_stamp(relation) %}
+    {%- if not execute -%}
+        {{ return(none) }}
+    {%- endif -%}
+    {%- set history = run_query('describe history ' ~ relation ~ ' limit 50') -%}
+    {%- for row in history.rows -%}
+        {%- set metadata = row['userMetadata'] -%}
+        {%- if metadata and metadata.startswith('wal_lake.consumed_seq=') -%}
+            {%- set stamp = {'consumed_seq': none, 'sequin_table_id': none, 'subscriptions': none} -%}
+            {%- for field in metadata.removeprefix('wal_lake.').split(',') -%}
+                {%- set name, value = field.split('=', 1) if '=' in field else (field, none) -%}
+                {%- do stamp.update({name.strip(): value.strip() if value is not none else none}) -%}
+            {%- endfor -%}
+            {%- do stamp.update({'consumed_seq': stamp['consumed_seq'] | int}) -%}
+            {{ return(stamp) }}
+        {%- endif -%}
+    {%- endfor -%}
+    {{ return(none) }}
+{% endmacro %}

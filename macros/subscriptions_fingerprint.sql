@@ -1,0 +1,18 @@
+{#-
+    A fingerprint (sha2 text) of the consumers' subscriptions (`relation`: int_consumer_subscriptions):
+    a consumer model built for one set of subscriptions is rebuilt when it changes. None when not
+    executing.
+-#}
+{% macro subscriptions_fingerprint(relation) %}
+    {%- if not execute -%}
+        {{ return(none) }}
+    {%- endif -%}
+    {%- set query -%}
+        select sha2(
+            coalesce(to_json(array_sort(collect_set(struct(consumer_name, schema_glob, table_glob)))), ''),
+            256
+        ) as fingerprint
+        from {{ relation }}
+    {%- endset -%}
+    {{ return(run_query(query).rows[0]['fingerprint']) }}
+{% endmacro %}
