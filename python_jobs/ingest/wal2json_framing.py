@@ -82,16 +82,20 @@ def _held_from() -> Column:
 
     A file's first record shows whether the file before it in the batch is the one written before
     it. When a transaction is open at the end of the earlier files, the next file must go on with it
-    (a change or commit of its xid) or start it again (a begin at or below its commit LSN: a capture
-    restarted and replays). When none is open, it must not start inside a transaction (a change or
-    commit before any begin). Otherwise a file named between them has not landed yet: from the open
-    transaction's begin (or the file's first line) on, every line of the source waits, pending, and
-    is read again with the missing file."""
+    (a change or commit of its xid) or decode again from before its commit (a begin or a
+    non-transactional message at or below its commit LSN: a capture restarted and replays). When
+    none is open, it must not start inside a transaction (a change or commit before any begin).
+    Otherwise a file named between them has not landed yet: from the open transaction's begin (or
+    the file's first line) on, every line of the source waits, pending, and is read again with the
+    missing file."""
     prior, first = F.col("entering"), F.col("first_record")
     is_open = F.coalesce(prior["code"] == CODE_BEGIN, F.lit(False))
     mid_transaction = first["code"].isin(CODE_COMMIT, *CHANGE_CODES) & ~first["non_tx_message"]
     goes_on = F.coalesce(mid_transaction & (first["xid"] == prior["xid"]), F.lit(False))
-    starts_again = F.coalesce((first["code"] == CODE_BEGIN) & (first["lsn"] <= prior["lsn"]), F.lit(False))
+    # A begin, or a message decoded outside any transaction, at or below the open transaction's
+    # commit LSN was decoded before that commit: the stream starts again from before it.
+    restarts_at = (first["code"] == CODE_BEGIN) | first["non_tx_message"]
+    starts_again = F.coalesce(restarts_at & (first["lsn"] <= prior["lsn"]), F.lit(False))
     gap_at = F.when(
         is_open & first.isNotNull() & ~goes_on & ~starts_again,
         F.struct(prior["landing_file"].alias("file"), prior["landing_line"].alias("line")),

@@ -167,12 +167,30 @@ SCENARIOS: dict[str, list[str]] = {
     ],
 }
 
+HEARTBEAT = rec("M", None, "0/150", transactional=False, prefix="heartbeat", content="")
+# Sources whose lines come in two files: file 1 ends inside transaction 700 (commit 0/200).
+TWO_FILES: dict[str, tuple[list[str], list[str]]] = {
+    # A restarted capture decodes again from before that commit: a heartbeat decoded before it
+    # (lsn 0/150), then the transaction again. Nothing is missing.
+    "restarted": ([rec("B", 700, "0/200"), ins(1)], [HEARTBEAT, *txn("0/200", ins(1))]),
+    # A heartbeat decoded after that commit: the rest of the transaction is in a file not landed yet.
+    "middle_missing": (
+        [rec("B", 700, "0/200"), ins(1)],
+        [HEARTBEAT.replace("0/150", "0/250"), *txn("0/300", ins(2, xid=701), xid=701)],
+    ),
+}
+
 
 @pytest.fixture(scope="module")
 def result(spark):
     rows = [
         (source, "file-1.jsonl", number, line)
         for source, lines in SCENARIOS.items()
+        for number, line in enumerate(lines, start=1)
+    ] + [
+        (source, f"file-{n}.jsonl", number, line)
+        for source, files in TWO_FILES.items()
+        for n, lines in enumerate(files, start=1)
         for number, line in enumerate(lines, start=1)
     ]
     changes = wal2json.transform(spark.createDataFrame(rows, LINES_SCHEMA))
@@ -190,7 +208,10 @@ def result(spark):
 
 
 def of(result, kind: str, source: str) -> list[dict]:
-    return sorted((r for r in result[kind] if r["source_id"] == source), key=lambda r: r["landing_line"])
+    return sorted(
+        (r for r in result[kind] if r["source_id"] == source),
+        key=lambda r: (r["landing_file"], r["landing_line"]),
+    )
 
 
 def test_every_line_is_accounted_for_exactly_once(result):
@@ -420,3 +441,21 @@ def test_replica_identity_using_index_lands_the_old_identity_for_the_key_to_be_r
         ("update", '["2"]', '["1"]', None),
         ("delete", '["2"]', None, None),
     ]
+
+
+def test_a_file_that_decodes_again_from_before_an_open_transaction_is_a_restart_not_a_gap(result):
+    # The restart's heartbeat lands; the cut copy of the transaction is rejected, its replay lands.
+    assert [(r["landing_file"], r["landing_line"]) for r in of(result, "rejects", "restarted")] == [
+        ("file-1.jsonl", 1),
+        ("file-1.jsonl", 2),
+    ]
+    events = of(result, "events", "restarted")
+    assert [(e["action"], e["commit_lsn"], e["commit_idx"]) for e in events] == [
+        ("message", 0x150, -1),
+        ("insert", 0x200, 0),
+    ]
+    assert not of(result, "pending", "restarted")
+    # Decoded after the open transaction's commit: a file is missing in between, everything waits.
+    pending = [(p["landing_file"], p["landing_line"]) for p in of(result, "pending", "middle_missing")]
+    assert pending == [("file-1.jsonl", 1), ("file-1.jsonl", 2)] + [("file-2.jsonl", n) for n in range(1, 5)]
+    assert not of(result, "events", "middle_missing") and not of(result, "rejects", "middle_missing")
