@@ -208,7 +208,8 @@ def _read_lines(conn: psycopg.Connection, shape: TableShape, head: str) -> list[
     prefix = (
         '{"action":"R",' + head + f',"schema":{_json(shape.schema)},"table":{_json(shape.table)},"columns":['
     )
-    suffix = f'],"pk":[{pk}]}}' if shape.pk else "]}"
+    # As wal2json: "pk": [] for a table without a key (an absent "pk" means include-pk was off).
+    suffix = f'],"pk":[{pk}]}}'
     cursor = conn.cursor()
     # Fetch every column as the text its output function produces, as wal2json does.
     for _name, _type, oid in shape.columns:

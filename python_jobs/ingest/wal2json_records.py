@@ -49,6 +49,9 @@ REASON_BAD_XID = "missing or invalid xid"
 REASON_NO_VALUES = "missing columns (insert/update) or identity (delete)"
 REASON_BAD_COLUMNS = "column without a name or with a duplicate name"
 REASON_KEY_MISSING = "a key column's value is missing from the change"
+# wal2json sends "pk": [] for a table without a key; no "pk" at all means include-pk is off, and then
+# the key of a keyed table cannot be told from no key: never keyed (or unkeyed) on a guess.
+REASON_NO_PK = "no pk: the key columns of this change cannot be known (wal2json's include-pk is off)"
 
 _COLUMN = StructType(
     [
@@ -134,6 +137,7 @@ def parse(lines: DataFrame) -> DataFrame:
         .when(~code.isin(KNOWN_CODES), F.concat(F.lit("unknown action '"), code, F.lit("'")))
         .when(F.col("lsn_value").isNull(), F.lit(REASON_BAD_LSN))
         .when(F.col("xid_value").isNull() & ~non_tx_message, F.lit(REASON_BAD_XID))
+        .when(is_row_change & r["pk"].isNull(), F.lit(REASON_NO_PK))
         .when(is_row_change & values_src.isNull(), F.lit(REASON_NO_VALUES))
         .when(is_row_change & ~columns_ok(values_src), F.lit(REASON_BAD_COLUMNS))
         .when(
