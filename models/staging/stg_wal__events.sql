@@ -23,6 +23,7 @@ renamed as (
         record,
         changes,
         cast(old_record_pk as string) as old_record_pk,
+        old_identity,
         cast(source_format as string) as source_format,
         cast(landing_file as string) as landing_file,
         cast(landing_line as bigint) as landing_line,

@@ -18,7 +18,8 @@ WAL_EVENTS_DDL = """
     source_id string, commit_lsn bigint, commit_idx int, change_lsn bigint, xid bigint,
     committed_at timestamp, action string, source_schema string, source_table string,
     key_columns array<string>, record_pk string, record map<string,string>,
-    changes map<string,string>, old_record_pk string, source_format string, landing_file string,
+    changes map<string,string>, old_record_pk string, old_identity map<string,string>,
+    source_format string, landing_file string,
     landing_line bigint, batch_id bigint, ingested_at timestamp
 """
 WAL_FRONTIER_DDL = "source_id string, frontier_lsn bigint, batch_id bigint, updated_at timestamp"
@@ -49,6 +50,7 @@ def change(
     old_pk: tuple | None = None,
     source: str = "src",
     key_columns: tuple = ("id",),
+    old_identity: dict | None = None,
 ) -> dict:
     """One wal_events row. `pk` values are texts in key order; record maps column to text."""
     return {
@@ -61,13 +63,14 @@ def change(
         "action": action,
         "source_schema": "public",
         "source_table": table,
-        "key_columns": list(key_columns) if pk is not None else None,
+        "key_columns": list(key_columns) if pk is not None or old_identity is not None else None,
         "record_pk": json.dumps([str(v) for v in pk], separators=(",", ":")) if pk is not None else None,
         "record": record,
         "changes": None,
         "old_record_pk": (
             json.dumps([str(v) for v in old_pk], separators=(",", ":")) if old_pk is not None else None
         ),
+        "old_identity": old_identity,
         "source_format": "wal2json",
         "landing_file": f"{source}/{lsn:016X}.jsonl",
         "landing_line": idx + 2,
