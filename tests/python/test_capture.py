@@ -555,19 +555,26 @@ def test_snapshot_renders_values_as_wal2json_and_oracle_types_them(postgres, tmp
     dsn = fresh_database(postgres, "types")
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(WIDE_TABLE)
+        conn.execute("create table loose (v text); alter table loose replica identity full")
     create_reference_slot(dsn)
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(WIDE_ROWS)
+        conn.execute("insert into loose values ('no key')")
     assert run_capture(dsn, tmp_path, "--once", "--snapshot") == 0
     streamed = [json.loads(line, parse_float=str) for line in peek_all(dsn, slot_name(dsn, "reference"))]
     (snapshot_file,) = landed_files(tmp_path, source_id(dsn))
     snapshot = [json.loads(line, parse_float=str) for line in snapshot_file.read_text().splitlines()]
-    inserts = {r["columns"][0]["value"]: r for r in streamed if r["action"] == "I"}
-    reads = {r["columns"][0]["value"]: r for r in snapshot if r["action"] == "R"}
+    inserts = {r["columns"][0]["value"]: r for r in streamed if r["action"] == "I" and r["table"] == "wide"}
+    reads = {r["columns"][0]["value"]: r for r in snapshot if r["action"] == "R" and r["table"] == "wide"}
     assert sorted(reads) == sorted(inserts) == [1, 2, 3]
     for key, insert in inserts.items():
         assert reads[key]["columns"] == insert["columns"], f"row {key}"
         assert reads[key]["pk"] == insert["pk"]
+    # A table without a key: wal2json says so with an empty pk, which the snapshot must say too.
+    (loose_insert,) = [r for r in streamed if r["action"] == "I" and r["table"] == "loose"]
+    (loose_read,) = [r for r in snapshot if r["action"] == "R" and r["table"] == "loose"]
+    assert loose_insert["pk"] == [] and loose_read.get("pk") == []
+    assert loose_read["columns"] == loose_insert["columns"]
     lines = snapshot_file.read_text().splitlines()
     assert_replay_matches(dsn, lines)
 
