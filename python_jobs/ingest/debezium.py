@@ -10,8 +10,10 @@ to the next in commit order, because Debezium advances it at each commit it proc
 Debezium, ``commit_lsn`` holds the LSN of the previous commit, which orders transactions exactly as
 they committed (it is not the transaction's own commit LSN: do not compare it with wal2json
 positions). When that element is null (the first transaction after a fresh snapshot, before Debezium
-has seen any commit), ``commit_lsn`` falls back to the greatest event LSN of the transaction, which
-is above the snapshot's LSN and below the commit that the next transaction names.
+has seen any commit), ``commit_lsn`` falls back to the greatest event LSN of the transaction, or just
+above the snapshot's LSN (of this batch's reads or of landed ones) when that is greater: a
+transaction that began before the snapshot's point has events below it, yet commits after it. Either
+is below the commit that the next transaction names.
 
 ``commit_idx`` is ``transaction.total_order - 1`` when transaction metadata is on. Otherwise it is the
 event's rank in its transaction by ``(change LSN, op, table, key)`` (WAL order; a row of a table
@@ -107,15 +109,52 @@ def _order_key(
     )
 
 
-def _commit_lsn(parsed: DataFrame) -> DataFrame:
-    """Parsed lines with ``commit_lsn``, ``ranked`` (the index is a rank) and the ``order_key``."""
+def _seq_commit() -> Column:
+    return F.from_json(F.col("e.source.sequence"), ArrayType(StringType())).getItem(0).cast("bigint")
+
+
+def _streamed() -> Column:
+    return _positioned() & ~F.col("is_snapshot") & ~F.col("non_tx_message")
+
+
+def _with_snapshot_lsn(parsed: DataFrame, landed: DataFrame | None) -> DataFrame:
+    """``snapshot_lsn``: the greatest snapshot LSN of the source, in this batch or landed before it.
+    Landed reads are looked up only for a source with a transaction naming no previous commit; when
+    there is none, Spark's adaptive execution drops the join before it reads wal_events."""
+    in_batch = F.max(F.when(_positioned() & F.col("is_snapshot"), F.col("e.source.lsn")))
+    staged = parsed.withColumn("snapshot_lsn", in_batch.over(Window.partitionBy("source_id")))
+    if landed is None:
+        return staged
+    sources = parsed.where(_streamed() & _seq_commit().isNull()).select("source_id").distinct()
+    snapshots = (
+        landed.where((F.col("source_format") == FORMAT_DEBEZIUM) & (F.col("action") == ACTIONS[OP_READ]))
+        .join(F.broadcast(sources), "source_id", how="left_semi")
+        .groupBy("source_id")
+        .agg(F.max("commit_lsn").alias("landed_snapshot_lsn"))
+    )
+    return (
+        staged.join(F.broadcast(snapshots), "source_id", how="left")
+        .withColumn("snapshot_lsn", F.greatest("snapshot_lsn", "landed_snapshot_lsn"))
+        .drop("landed_snapshot_lsn")
+    )
+
+
+def _commit_lsn(parsed: DataFrame, landed: DataFrame | None = None) -> DataFrame:
+    """Parsed lines with ``commit_lsn``, ``ranked`` (the index is a rank) and the ``order_key``.
+
+    ``landed`` (wal_events) gives the snapshot's LSN when its reads landed in an earlier batch."""
+    parsed = _with_snapshot_lsn(parsed, landed)
     e = F.col("e")
     src = e["source"]
     positioned = _positioned()
-    seq_commit = F.from_json(src["sequence"], ArrayType(StringType())).getItem(0).cast("bigint")
+    seq_commit = _seq_commit()
     by_txid = Window.partitionBy("source_id", F.col("e.source.txId"))
-    streamed = positioned & ~F.col("is_snapshot") & ~F.col("non_tx_message")
-    fallback = F.max(F.when(streamed & seq_commit.isNull(), src["lsn"])).over(by_txid)
+    streamed = _streamed()
+    # A transaction that began before the snapshot's point has events below it: its stand-in is kept
+    # above the snapshot's LSN, off the reads' position too, where indexes taken from transaction
+    # metadata would collide with the reads' ranks.
+    greatest_lsn = F.max(F.when(streamed & seq_commit.isNull(), src["lsn"])).over(by_txid)
+    fallback = F.greatest(greatest_lsn, F.when(greatest_lsn.isNotNull(), F.col("snapshot_lsn") + 1))
     commit_lsn = (
         F.when(~positioned, F.lit(None))
         .when(F.col("is_snapshot"), src["lsn"])
@@ -315,8 +354,9 @@ def transform(
     key. ``landed`` (the wal_events table) and ``frontiers`` (per source, its frontier before this
     batch) give events that landed in earlier batches their indexes back (see ``position``).
     """
-    staged = _commit_lsn(parse(lines, registry))
+    looks_up = _looks_up(landed, frontiers)
+    staged = _commit_lsn(parse(lines, registry), landed if looks_up else None)
     shared = classify(staged, landed, frontiers)
     # With landed events to look up, the staged lines feed two branches: compute them once.
-    upstream = (staged,) if _looks_up(landed, frontiers) else ()
+    upstream = (staged,) if looks_up else ()
     return split_classified(shared, _events(shared), upstream)

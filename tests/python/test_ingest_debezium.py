@@ -911,3 +911,28 @@ def test_cli_table_keys_option_and_environment(tmp_path, capsys, monkeypatch):
     assert capsys.readouterr().err.strip() == err
     with pytest.raises(table_keys.TableKeysError):
         job.run(None, str(tmp_path))  # the job as a library reads the environment too, before Spark
+
+
+# The first transaction after a snapshot names no previous commit; it began before the snapshot's
+# point, so its events sit below the snapshot's LSN although it commits after it.
+EARLY_TX = [
+    keyed({"id": 1}, value("u", FIRST_TX, SNAP - 200, after=customer(1, "early@x"), total_order=1)),
+    keyed({"id": 3}, value("c", FIRST_TX, SNAP - 100, after=customer(3), total_order=2)),
+]
+EARLY_NEXT = keyed({"id": 4}, value("c", (SNAP + 5_000, 701), SNAP + 5_100, after=customer(4), total_order=1))
+
+
+def test_the_stand_in_for_a_missing_previous_commit_sorts_after_the_snapshot(spark):
+    """In one batch with the snapshot, and in a batch after the snapshot landed: the transaction lands
+    just above the snapshot's LSN, its indexes its own, below the transaction that follows."""
+    snapshot = _snapshot([("customers", customer(n)) for n in (1, 2)])
+    reads = [keyed({"id": n}, r) for n, r in zip((1, 2), snapshot, strict=True)]
+    lines = _lines(spark, {"dbz": [("0001.jsonl", reads), ("0002.jsonl", [*EARLY_TX, EARLY_NEXT])]})
+    events = debezium.transform(lines).events.orderBy("commit_lsn", "commit_idx")
+    got = [(e.commit_lsn, e.commit_idx, e.action) for e in events.collect()]
+    expected = [(SNAP, 0, "read"), (SNAP, 1, "read"), (SNAP + 1, 0, "update"), (SNAP + 1, 1, "insert")]
+    assert got == expected
+    landed = events.where("action = 'read'")
+    later = debezium.transform(lines.where("landing_file = '0002.jsonl'"), None, landed, {"dbz": SNAP})
+    got = [(e.commit_lsn, e.commit_idx, e.action) for e in later.events.orderBy("commit_idx").collect()]
+    assert got == expected[2:]
