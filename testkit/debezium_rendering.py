@@ -10,7 +10,9 @@ for it (JSON converter, ``decimal.handling.mode=string``, default ``time.precisi
   messages ``m`` (content base64, ``source.txId`` null outside a transaction); snapshot reads ``r``
   (``source.snapshot`` first/true/last) at the snapshot's LSN.
 - An unchanged TOASTed column (absent from wal2json's update) is ``__debezium_unavailable_value``.
-- ``source.sequence`` is ``[<previous commit's LSN>, <event LSN>]``.
+- ``source.sequence`` is ``[<previous commit's LSN>, <event LSN>]``; a message outside a transaction
+  counts as a commit at its own LSN ``L`` (``[L, L]``, and the next transaction names ``L``), its
+  record's start, which one below wal2json's (its record's end) stands for.
 - Values: integers and floats as JSON numbers (NaN and infinities quoted), numeric as its text, timestamptz as
   ``io.debezium.time.ZonedTimestamp`` (ISO-8601 in UTC, ``Z``), date as ``io.debezium.time.Date``
   (days since the epoch), json/jsonb and text as strings.
@@ -141,6 +143,13 @@ class Renderer:
 
     def message(self, record: dict, ts_ms: int, txid=None, group=None, transaction=None) -> None:
         lsn = parse_lsn(record["lsn"])
+        if txid is None:
+            # Debezium takes a message outside a transaction for a commit of its own: its sequence is
+            # [L, L] and the transaction after it names L as its previous commit. L is where the
+            # message's record starts; wal2json gives where it ends, which the next commit record may
+            # share, and two transactions would then name one previous commit. One below stands in.
+            lsn -= 1
+            self.previous_commit = lsn
         source = self._source(None, None, lsn, txid, ts_ms)
         content = base64.b64encode(record["content"].encode()).decode()
         value = {
