@@ -6,7 +6,7 @@ transactions and heartbeats right before commits), each in its own database and 
 source_id), run on one throwaway server (testkit/soak.py: concurrent sessions, an initial snapshot
 taken while they write, a capture killed with SIGKILL, a capture that dies before advancing its slot
 so its files are replayed). Some files are also copied under a second name; one seed's landing has a
-transaction split across three files whose middle one arrives after the third; two seeds are landed
+pair of transactions split across three files whose middle one arrives after the third; two seeds are landed
 again as Debezium events (testkit/debezium_rendering.py), one with Kafka keys and transaction
 metadata, one bare with its keys declared in a table-keys file, each with a connector restart
 inside a transaction and a snapshot spanning two files. The landing zone's root has a space in its
@@ -79,16 +79,21 @@ def recording_peeks(monkeypatch) -> dict[str, list[str]]:
 
 
 def split_late(files: list[Path], holding: Path) -> tuple[Path, Path]:
-    """Split the first streamed file holding a transaction of three changes or more into three files
-    inside that transaction; move the middle one to ``holding``. Returns (held, where it belongs)."""
+    """Split the first streamed file holding two transactions of two changes or more in a row into three
+    files, cut inside each of them; move the middle one (the first's end, the second's start) to
+    ``holding``. Returns (held, where it belongs).
+
+    Cut so, the third file starts inside a transaction that no earlier file opened: the gap shows. A
+    middle file cut out of one transaction, between two files of that same transaction, would not
+    (docs/contract.md, "A file missing from inside one transaction")."""
     for path in files[1:]:
         lines = path.read_text().splitlines()
         actions = [json.loads(line)["action"] for line in lines]
-        begins = [n for n, a in enumerate(actions) if a == "B"]
-        for begin in begins:
-            end = actions.index("C", begin)
-            if end - begin > 3:
-                parts = (lines[: begin + 2], lines[begin + 2 : end - 1], lines[end - 1 :])
+        spans = [(n, actions.index("C", n)) for n, a in enumerate(actions) if a == "B"]
+        for (begin, end), (next_begin, next_end) in zip(spans, spans[1:], strict=False):
+            if end - begin > 2 and next_end - next_begin > 2:
+                cuts = (begin + 2, next_begin + 2)
+                parts = (lines[: cuts[0]], lines[cuts[0] : cuts[1]], lines[cuts[1] :])
                 names = [path.with_name(f"{path.stem}-{n}.jsonl") for n in (1, 2, 3)]
                 for name, part in zip(names, parts, strict=True):
                     name.write_text("\n".join(part) + "\n")
@@ -97,7 +102,7 @@ def split_late(files: list[Path], holding: Path) -> tuple[Path, Path]:
                 held = holding / names[1].name
                 shutil.move(names[1], held)
                 return held, names[1]
-    raise AssertionError("no transaction of three changes or more to split")
+    raise AssertionError("no two transactions of two changes or more in a row to split")
 
 
 def render_debezium(
