@@ -202,6 +202,7 @@ def fresh_start(spark, schemas) -> None:
     """Empty raw tables, the shipped consumer, and none of the tables this module's models build: the
     next run creates them (dropping is much faster than a full-refresh run)."""
     reset_raw_tables(spark)
+    spark.sql(f"create database if not exists {schemas.models}")
     set_consumers(spark, [("all_tables", "*.*")])
     for table in ("sequin_events", "consumer_records", "record_history"):
         spark.sql(f"drop table if exists {schemas.models}.{table}")
@@ -304,8 +305,8 @@ def test_keyless_changes_and_unsequenced_messages(spark, dbt, schemas):
     row = {"k": "same", "n": "1"}
     keyless = [
         change(100, 0, "insert", table="logs", record=row),
-        change(100, 1, "insert", table="logs", record=row),  # an identical row: another change
-        change(200, 0, "delete", table="logs", record=row),
+        change(100, 1, "delete", table="logs", record=row),
+        change(200, 0, "insert", table="logs", record=row),  # the identical row again: another change
     ]
     message = change(200, -1, "message", table=None, record={"prefix": "hb", "content": "x"})
     message.update(source_schema=None)
@@ -321,9 +322,9 @@ def test_keyless_changes_and_unsequenced_messages(spark, dbt, schemas):
     )
     assert sequin == [
         (100, 0, "insert", "logs"),
-        (100, 1, "insert", "logs"),
+        (100, 1, "delete", "logs"),
         (200, -1, "message", None),
-        (200, 0, "delete", "logs"),
+        (200, 0, "insert", "logs"),
         (200, 1, "insert", "accounts"),
     ]
     assert consumer_state(spark) == {("accounts", '["1"]'): a(1, v="x")}
