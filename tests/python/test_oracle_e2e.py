@@ -34,6 +34,7 @@ import pytest
 from python_jobs import capture
 from python_jobs.demo import consumer_state, spark_query
 from python_jobs.ingest import job as ingest
+from python_jobs.lsn import format_lsn, parse_lsn
 from testkit import debezium_rendering, oracle, soak, workload
 
 SEEDS = range(1, 21)
@@ -43,9 +44,9 @@ DEBEZIUM_BARE_SEED = 12
 KEYLESS = frozenset(f"public.{table}" for table in workload.KEYLESS_TABLES)
 # Debezium keys a change by the primary key it reads from the old row; under USING INDEX the old
 # row holds the index's columns only, and what the connector then writes is not rendered here.
-DEBEZIUM_SKIPPED = frozenset({"public.devices"})
-# A bare line of a keyless table cannot be told from one whose keys were not declared.
-BARE_SKIPPED = DEBEZIUM_SKIPPED | KEYLESS
+# Identical rows of a keyless table at one LSN (a snapshot's reads, one statement's rows) cannot be
+# told apart in Debezium's lines and collapse into one position (README, known limits).
+DEBEZIUM_SKIPPED = frozenset({"public.devices"}) | KEYLESS
 PROBLEMS_PER_SOURCE = 4  # enough to see what differs, short enough to see every source
 TABLE_KEYS = {
     "accounts": "id",
@@ -108,9 +109,14 @@ def split_late(files: list[Path], holding: Path) -> tuple[Path, Path]:
 def render_debezium(
     landing: Path, seed: int, keyed: bool, truth: dict, snapshot_lines, decoded
 ) -> tuple[str, dict]:
-    skipped = DEBEZIUM_SKIPPED if keyed else BARE_SKIPPED
+    skipped = DEBEZIUM_SKIPPED
     renderer = debezium_rendering.Renderer(truth["types"], keyed=keyed, skip=skipped)
     events = debezium_rendering.render(snapshot_lines, decoded, renderer)
+    # A running connector's heartbeat after the workload: without transaction metadata's END record,
+    # only a later event proves the last transaction complete (until then it waits, as it must).
+    last = max(parse_lsn(json.loads(line)["lsn"]) for line in decoded)
+    renderer.message({"lsn": format_lsn(last + 0x100), "prefix": "heartbeat", "content": "after"}, 0)
+    events = renderer.events
     source_id = f"debezium_{'keyed' if keyed else 'bare'}.soak_{seed}"
     files = debezium_rendering.write_files(landing / source_id, renderer, events, per_file=150)
     assert len(files) > 3
