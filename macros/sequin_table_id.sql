@@ -7,5 +7,9 @@
     {%- if not execute -%}
         {{ return(none) }}
     {%- endif -%}
-    {{ return(run_query('describe detail ' ~ relation).rows[0]['id']) }}
+    {#- The table itself: under `dbt run --empty` a ref renders as a subquery that reads no rows. -#}
+    {%- set table = api.Relation.create(
+        database=relation.database, schema=relation.schema, identifier=relation.identifier, type='table'
+    ) -%}
+    {{ return(run_query('describe detail ' ~ table).rows[0]['id']) }}
 {% endmacro %}
