@@ -92,7 +92,8 @@ start() {
   launch worker "$WORKER_UI_PORT" "$home/bin/spark-class" org.apache.spark.deploy.worker.Worker \
     --host 127.0.0.1 --cores "$WORKER_CORES" --memory "$WORKER_MEMORY" --webui-port "$WORKER_UI_PORT" \
     --work-dir "$STATE/work" "$MASTER_URL"
-  wait_port worker "$WORKER_UI_PORT" 60
+  # The Thrift Server needs only the master to start (its executors come when the worker registers):
+  # the two JVMs start side by side, and both are waited for below.
   # Delta's extension and catalog are static confs: they must be set when the server starts.
   (cd "$STATE" && launch thrift "$THRIFT_PORT" "$home/bin/spark-submit" \
     --master "$MASTER_URL" \
@@ -116,6 +117,7 @@ start() {
     --hiveconf hive.server2.thrift.port="$THRIFT_PORT" \
     --hiveconf hive.server2.thrift.bind.host=127.0.0.1 \
     spark-internal)
+  wait_port worker "$WORKER_UI_PORT" 60
   wait_port thrift "$THRIFT_PORT" 180
   echo "cluster.sh: master $MASTER_URL, Thrift Server 127.0.0.1:$THRIFT_PORT, warehouse $WAREHOUSE (up in $((SECONDS - t0)) s)"
 }

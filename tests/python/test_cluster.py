@@ -1,13 +1,17 @@
 """The `cluster` target on a real Spark cluster: scripts/cluster.sh starts a standalone master, a worker
 and the Thrift Server on loopback; the ingestion job runs on that cluster; `dbt build --target
-cluster` builds and tests the models through the Thrift Server; consumer_records must equal the
+cluster` builds and tests the models through the Thrift Server, the unit tests run there too, and a
+second run of the incremental models merges on top of the first; consumer_records must equal the
 sample's expected state, as on the local target (python_jobs.demo checks the same).
 
-Everything runs in other processes (the cluster's JVMs, the ingestion job, dbt), so this test does not
-use the suite's Spark session."""
+Everything runs in other processes (the cluster's JVMs, the ingestion job, and one client process for
+dbt and the checks: this file run as a script), so this test does not use the suite's Spark session.
+Each client process costs a Python and dbt start-up and its own Thrift sessions, hence only one."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import socket
@@ -16,10 +20,25 @@ import sys
 import urllib.request
 from pathlib import Path
 
-import pytest
-
 PROJECT_DIR = Path(__file__).resolve().parents[2]
 CLUSTER_SH = PROJECT_DIR / "scripts" / "cluster.sh"
+RESULT = "cluster-client-result: "
+
+# The client's steps, in order, in one dbt process. The unit tests of the incremental models read
+# the model's own table (`input: this`), so they run once the build has made it; the second run of
+# the incremental models then takes their incremental path through the Thrift Server (the consumed
+# positions and the stamp read back from Delta's history, the merge, the post-hook).
+DBT_STEPS = (
+    ("build", ["build", "--exclude-resource-type", "unit_test"]),
+    ("unit", ["test", "--select", "test_type:unit"]),
+    ("incremental", ["run", "--select", "sequin_events", "consumer_records"]),
+)
+COUNTS_SQL = (
+    "select"
+    " (select count(*) from wal_lake.sequin_events where source_id = 'shop_wal2json'),"
+    " (select count(*) from wal_lake_raw.wal_rejects),"
+    " (select count(*) from wal_lake_audit.sequin_violations)"
+)
 
 
 def _free_port() -> int:
@@ -37,9 +56,42 @@ def _run(cmd: list[str], env: dict[str, str], timeout: int = 600) -> str:
     return output
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    state = tmp_path_factory.mktemp("cluster")
+def client(landing: Path) -> dict:
+    """The dbt steps, the state check and the counts, on the cluster; what each gave, as JSON."""
+    from dbt.cli.main import dbtRunner
+
+    from python_jobs import cluster
+
+    runner = dbtRunner()
+    report: dict = {"steps": {}}
+    for name, args in DBT_STEPS:
+        result = runner.invoke(args)
+        nodes = list(getattr(result.result, "results", None) or [])
+        report["steps"][name] = {
+            "success": result.success,
+            "exception": None if result.exception is None else str(result.exception)[:2000],
+            "statuses": sorted({str(n.status) for n in nodes}),
+            "types": sorted({n.node.resource_type for n in nodes}),
+            "count": len(nodes),
+            "failed": [n.node.unique_id for n in nodes if str(n.status) not in ("success", "pass")],
+            # A model's SQL reads its own table only on its incremental path.
+            "reads_itself": sorted(
+                n.node.name
+                for n in nodes
+                if n.node.resource_type == "model" and n.node.relation_name in (n.node.compiled_code or "")
+            ),
+        }
+        if not result.success:
+            return report
+    # The helpers' command lines, in this process.
+    for name, argv in (("verify", ["verify", "--landing", str(landing)]), ("query", ["query", COUNTS_SQL])):
+        printed = io.StringIO()
+        with contextlib.redirect_stdout(printed):
+            report[name] = {"exit": cluster.main(argv), "out": printed.getvalue()}
+    return report
+
+
+def cluster_env(state: Path) -> tuple[dict[str, str], dict[str, int]]:
     ports = {name: _free_port() for name in ("MASTER", "THRIFT", "MASTER_UI", "WORKER_UI")}
     env = dict(os.environ)
     env.update({f"WAL_LAKE_{name}_PORT": str(port) for name, port in ports.items()})
@@ -50,56 +102,70 @@ def cluster(tmp_path_factory):
         DBT_TARGET_PATH=str(state / "dbt_target"),
         DBT_LOG_PATH=str(state / "dbt_logs"),
     )
+    return env, ports
+
+
+def test_ingestion_and_dbt_build_on_the_cluster_give_the_expected_state(tmp_path):
+    from testkit import sample
+
+    state = tmp_path / "cluster"
+    env, ports = cluster_env(state)
+    landing = tmp_path / "landing"
+    started = subprocess.Popen(
+        ["bash", str(CLUSTER_SH), "start"],
+        cwd=PROJECT_DIR,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
-        _run(["bash", str(CLUSTER_SH), "start"], env, timeout=300)
-        yield {"env": env, "state": state, "ports": ports}
+        # The sample is written while the cluster's JVMs start.
+        sample.main(["--out", str(landing), "--transactions", "120"])
+        manifest = json.loads((landing / "manifest.json").read_text())
+        out, _ = started.communicate(timeout=300)
+        assert started.returncode == 0, f"cluster.sh start exited {started.returncode}:\n{out[-4000:]}"
+
+        out = _run(["bash", str(CLUSTER_SH), "ingest", "--", "--landing", str(landing)], env)
+        assert "[ok]" in out and "5 raw tables registered" in out, out[-2000:]
+        # The job ran as an application of the standalone master (executors on the worker), and the
+        # Thrift Server is one too.
+        with urllib.request.urlopen(f"http://127.0.0.1:{ports['MASTER_UI']}/json/", timeout=10) as page:
+            master = json.load(page)
+        assert "wal_lake_ingest" in {app["name"] for app in master["completedapps"]}, master
+        assert "wal_lake_thrift" in {app["name"] for app in master["activeapps"]}, master
+
+        out = _run([sys.executable, __file__, str(landing)], env, timeout=1200)
+        lines = [line for line in out.splitlines() if line.startswith(RESULT)]
+        assert lines, out[-4000:]
+        report = json.loads(lines[-1][len(RESULT) :])
     finally:
+        if started.poll() is None:
+            started.kill()
         subprocess.run(["bash", str(CLUSTER_SH), "stop"], cwd=PROJECT_DIR, env=env, timeout=120, check=False)
 
+    steps = report["steps"]
+    assert list(steps) == [name for name, _ in DBT_STEPS], (report, out[-4000:])
+    for name, step in steps.items():
+        assert step["success"] and not step["failed"] and not step["exception"], (name, step, out[-4000:])
+    # The build builds and tests everything but the unit tests, which then all run (and pass).
+    assert steps["build"]["types"] == ["model", "seed", "snapshot", "test"], steps["build"]
+    assert steps["unit"]["types"] == ["unit_test"] and steps["unit"]["count"] >= 6, steps["unit"]
+    # The build created the incremental models' tables; the second run took the incremental path.
+    assert steps["build"]["reads_itself"] == [], steps["build"]
+    assert steps["incremental"]["reads_itself"] == ["consumer_records", "sequin_events"], steps["incremental"]
 
-def test_ingestion_and_dbt_build_on_the_cluster_give_the_expected_state(cluster, tmp_path):
-    env, ports = cluster["env"], cluster["ports"]
-    landing = tmp_path / "landing"
-    sample = [sys.executable, "-m", "testkit.sample", "--out", str(landing), "--transactions", "120"]
-    _run(sample, env)
-    manifest = json.loads((landing / "manifest.json").read_text())
-
-    out = _run(["bash", str(CLUSTER_SH), "ingest", "--", "--landing", str(landing)], env)
-    assert "[ok]" in out and "5 raw tables registered" in out, out[-2000:]
-    # The job ran as an application of the standalone master (executors on the worker), and the
-    # Thrift Server is one too.
-    with urllib.request.urlopen(f"http://127.0.0.1:{ports['MASTER_UI']}/json/", timeout=10) as page:
-        master = json.load(page)
-    assert "wal_lake_ingest" in {app["name"] for app in master["completedapps"]}, master
-    assert "wal_lake_thrift" in {app["name"] for app in master["activeapps"]}, master
-
-    dbt = [str(PROJECT_DIR / ".venv" / "bin" / "dbt")]
-    _run([*dbt, "seed"], env)
-    _run([*dbt, "run", "--empty"], env)  # unit tests of incremental models read the model's table
-    build = _run([*dbt, "build"], env, timeout=900)
-    assert "ERROR=0" in build and "PASS=" in build, build[-3000:]
-
-    verify = _run([sys.executable, "-m", "python_jobs.cluster", "verify", "--landing", str(landing)], env)
-    assert "consumer_records equal the expected state" in verify, verify
-
-    # One statement, one client process: each process costs a Python start-up and a Thrift session.
-    counts = _run(
-        [
-            sys.executable,
-            "-m",
-            "python_jobs.cluster",
-            "query",
-            "select"
-            " (select count(*) from wal_lake.sequin_events where source_id = 'shop_wal2json'),"
-            " (select count(*) from wal_lake_raw.wal_rejects),"
-            " (select count(*) from wal_lake_audit.sequin_violations)",
-        ],
-        env,
-    )
-    sequin_w2j, rejects, violations = map(int, counts.strip().splitlines()[-1].split("\t"))
-
+    verify = report["verify"]
+    assert verify["exit"] == 0 and "consumer_records equal the expected state" in verify["out"], out[-4000:]
+    assert report["query"]["exit"] == 0, out[-4000:]
+    sequin_w2j, rejects, violations = map(int, report["query"]["out"].strip().splitlines()[-1].split("\t"))
     w2j = manifest["sources"]["shop_wal2json"]
     assert w2j["pending_lines"] == 0
     assert sequin_w2j == w2j["distinct_positions"]
     assert rejects == sum(s["expected_rejects"] for s in manifest["sources"].values())
     assert violations == 0
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(PROJECT_DIR))
+    print(RESULT + json.dumps(client(Path(sys.argv[1]))), flush=True)
