@@ -9,15 +9,19 @@ two rounds, and runs the pipeline twice over it in separate warehouses:
   own;
 - the faulted run: each round's pipeline is killed with SIGKILL (the whole process group: Python
   and its Spark JVM, as when a machine dies) at random points, then rerun until it completes. Kill
-  points are counted in files written under the warehouse since the process started (Delta data
+  points are counted in files written under the warehouse since the run started (Delta data
   files and commits of every table, so a point falls before, inside or after any write of the
   ingestion job or of a dbt MERGE), or in seconds (during start-up and reading), or are "mid-merge":
-  a model's new data files exist and its Delta commit does not yet. Then two pipelines are started
-  at once, and finally every landing file is replayed under a new name.
+  a model's new data files exist and its Delta commit does not yet. The process that completes
+  round 1 stays and is round 2's first run (killed mid-merge): one JVM start fewer. Then every
+  landing file is delivered again under a new name and two pipelines are started at once: one
+  gives way, the other recovers round 2 and lands the replay.
 
 After every round the faulted warehouse must equal the reference, table by table and row for row
-(timestamps of the run itself left out). The figures (kills, rows lost, rows duplicated) end in
-one summary line. ``scripts/faults.sh`` runs many kills; the test suite runs a few
+(timestamps of the run itself left out); after the replay, the raw tables' rows of the reference's
+batches must equal the reference's and the replay's batches hold only copies. The figures (kills,
+rows lost, rows duplicated) end in one summary line. Each step's log (run_<n>.log) says how long
+its parts took (``step:`` lines). ``scripts/faults.sh`` runs many kills; the test suite runs a few
 (tests/python/test_faults.py).
 """
 
@@ -55,6 +59,11 @@ REFERENCE_SCHEMA = "faults_reference"
 MODELS = ("+consumer_records", "+record_history", "+sequin_violations")
 # dbt's parsed project, saved once and copied into every run's target: no run parses it again.
 PARSE_STATE = "partial_parse.msgpack"
+# A step is a short-lived JVM on a few thousand rows: its time goes to start-up, query planning and
+# compiling code, not to throughput. The client compiler only (with room for all of Spark's code) and
+# no whole-stage code generation make it several times cheaper; what it writes is the same.
+STEP_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
+STEP_SPARK_CONF = {"spark.sql.codegen.wholeStage": "false"}
 
 
 # --- the pipeline step (the process that gets killed) ---------------------------------------------
@@ -91,21 +100,31 @@ def pipeline(
     raw_schema: str = RAW_SCHEMA,
     schema: str = SCHEMA,
     dbt_args: tuple[str, ...] = (),
+    out=None,
 ) -> bool:
-    """Land what is new, then build the models the comparisons read (seeding a fresh warehouse first)."""
+    """Land what is new, then build the models the comparisons read (seeding a fresh warehouse first).
+    ``out``: where to write how long each part took (the ingestion, each dbt node)."""
     from dbt.cli.main import dbtRunner
 
     from python_jobs.ingest import job
 
+    started = time.monotonic()
     summary = job.run(
         spark, str(landing.resolve()), schema=raw_schema, max_files_per_batch=max_files_per_batch or None
     )
     print(summary.line(), flush=True)
+    if out:
+        print(f"step: ingestion {time.monotonic() - started:.1f}s", file=out, flush=True)
 
     def dbt(*args: str) -> bool:
+        started = time.monotonic()
         result = dbtRunner().invoke(
             [*args, "--project-dir", str(PROJECT_DIR), "--profiles-dir", str(PROJECT_DIR), *dbt_args]
         )
+        if out:
+            nodes = getattr(result.result, "results", None) or []
+            each = ", ".join(f"{r.node.name} {r.execution_time:.1f}s" for r in nodes)
+            print(f"step: dbt {args[0]} {time.monotonic() - started:.1f}s ({each})", file=out, flush=True)
         return bool(result.success)
 
     if not spark.catalog.tableExists(f"{schema}.consumer_records") and not dbt("seed"):
@@ -113,22 +132,58 @@ def pipeline(
     return dbt("run", "--select", *MODELS)
 
 
-def step(landing: Path, dump: Path | None, max_files_per_batch: int) -> int:
-    """The process that gets killed: the pipeline on a Spark session of its own, then the dump."""
+def short_run_conf() -> dict[str, str]:
+    """Spark settings for a short-lived process (STEP_JVM_OPTIONS) on top of the profile's."""
+    from python_jobs.spark_session import local_spark_conf
+
+    options = local_spark_conf().get("spark.driver.extraJavaOptions", "")
+    return {"spark.driver.extraJavaOptions": f"{options} {STEP_JVM_OPTIONS}".strip(), **STEP_SPARK_CONF}
+
+
+def step(landing: Path, dump: Path | None, max_files_per_batch: int, serve: Path | None = None) -> int:
+    """The process that gets killed: the pipeline on a Spark session of its own, then the dump.
+
+    ``serve``: after the dump, wait for a request (``serve/request.json``, as ``Warehouse.request``
+    writes it) to run once more in the same process, whose JVM is started and warm already."""
     from python_jobs.spark_session import SparkSetupError, get_spark
 
+    started = time.monotonic()
     try:
-        spark = get_spark("wal_lake_faults")
+        spark = get_spark("wal_lake_faults", extra_conf=short_run_conf())
     except SparkSetupError as exc:
         print(f"faults: error: {exc}", file=sys.stderr, flush=True)
         return 2
-    if not pipeline(spark, landing, max_files_per_batch, dbt_args=("--quiet",)):
-        return 1
-    if dump is not None:
-        tmp = dump.with_suffix(".tmp")
-        tmp.write_text(json.dumps(dump_tables(spark, landing)))
-        tmp.rename(dump)
-    return 0
+    print(f"step: Spark session {time.monotonic() - started:.1f}s", flush=True)
+    while True:
+        if not pipeline(spark, landing, max_files_per_batch, dbt_args=("--quiet",), out=sys.stdout):
+            return 1
+        if dump is not None:
+            started = time.monotonic()
+            tmp = dump.with_suffix(".tmp")
+            tmp.write_text(json.dumps(dump_tables(spark, landing)))
+            tmp.rename(dump)
+            print(f"step: dump {time.monotonic() - started:.1f}s", flush=True)
+        if serve is None:
+            return 0
+        request = _next_request(serve)
+        if request.get("stop"):
+            return 0
+        dump = Path(request["dump"]) if request.get("dump") else None
+        if request.get("last"):
+            serve = None
+
+
+def _next_request(serve: Path, patience: float = 1800) -> dict:
+    """The injector's next request; a stop when none comes (the injector failed and left)."""
+    path = serve / "request.json"
+    deadline = time.monotonic() + patience
+    while not path.exists():
+        if time.monotonic() > deadline:
+            return {"stop": True}
+        time.sleep(0.02)
+    request = json.loads(path.read_text())
+    path.unlink()
+    return request
 
 
 # --- the injector ---------------------------------------------------------------------------------
@@ -235,6 +290,9 @@ class Warehouse:
         self.parse_state = parse_state
         self.landing.mkdir(parents=True, exist_ok=True)
         self.runs = 0
+        self.requests = root / "requests"
+        # A step process that completed a run and waits to run once more (``step`` with ``serve``).
+        self.server: subprocess.Popen | None = None
 
     def env(self) -> dict[str, str]:
         env = dict(os.environ)
@@ -247,9 +305,11 @@ class Warehouse:
             WAL_LAKE_RAW_SCHEMA=RAW_SCHEMA,
         )
         env.setdefault("WAL_LAKE_CORES", "2")
+        # A few thousand rows: the default 4g only lets the heap grow (two steps run at once).
+        env.setdefault("WAL_LAKE_DRIVER_MEMORY", "2g")
         return env
 
-    def start(self, dump: Path | None = None) -> subprocess.Popen:
+    def start(self, dump: Path | None = None, serve: bool = False) -> subprocess.Popen:
         self.runs += 1
         if self.parse_state is not None:
             target = self.root / f"target_{self.runs}"
@@ -259,6 +319,9 @@ class Warehouse:
         cmd += ["--max-files-per-batch", str(self.max_files_per_batch)]
         if dump is not None:
             cmd += ["--dump", str(dump)]
+        if serve:
+            self.requests.mkdir(exist_ok=True)
+            cmd += ["--serve", str(self.requests)]
         log = open(self.root / f"run_{self.runs}.log", "w")  # noqa: SIM115 (closed with the process)
         proc = subprocess.Popen(
             cmd, cwd=PROJECT_DIR, env=self.env(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True
@@ -273,29 +336,63 @@ class Warehouse:
             proc.log.close()  # type: ignore[attr-defined]
         return rc
 
-    def complete(self, tag: str) -> dict[str, list[str]]:
-        """Run a step to completion and return its dump; fail with the log tail otherwise."""
+    def complete(self, tag: str, serve: bool = False) -> dict[str, list[str]]:
+        """Run a step to completion and return its dump; fail with the log tail otherwise. ``serve``:
+        the process stays, waiting to be the next run (``next_run``)."""
         dump = self.root / f"dump_{tag}.json"
-        proc = self.start(dump)
-        rc = self.finish(proc)
-        if rc != 0:
-            tail = (self.root / f"run_{self.runs}.log").read_text().splitlines()[-25:]
-            raise RuntimeError(f"pipeline step '{tag}' in {self.root} exited {rc}:\n" + "\n".join(tail))
+        proc = self.start(dump, serve=serve)
+        if serve:
+            while not dump.exists() and proc.poll() is None:
+                time.sleep(0.05)
+            if not dump.exists():
+                self._failed(tag, self.finish(proc))
+            self.server = proc
+        else:
+            rc = self.finish(proc)
+            if rc != 0:
+                self._failed(tag, rc)
         return json.loads(dump.read_text())
+
+    def _failed(self, tag: str, rc: int) -> None:
+        tail = (self.root / f"run_{self.runs}.log").read_text().splitlines()[-25:]
+        raise RuntimeError(f"pipeline step '{tag}' in {self.root} exited {rc}:\n" + "\n".join(tail))
+
+    def request(self, **request) -> None:
+        tmp = self.requests / "request.tmp"
+        tmp.write_text(json.dumps(request))
+        tmp.rename(self.requests / "request.json")
+
+    def next_run(self) -> subprocess.Popen:
+        """A run without a dump, ending its process: the waiting one's last run if there is one (it
+        saves a JVM start and a cold first run), else a new process."""
+        if self.server is None:
+            return self.start()
+        proc, self.server = self.server, None
+        self.request(dump=None, last=True)
+        return proc
+
+    def stop_server(self, kill: bool = False) -> None:
+        if self.server is not None:
+            proc, self.server = self.server, None
+            if kill:
+                os.killpg(proc.pid, signal.SIGKILL)
+            else:
+                self.request(stop=True)
+            self.finish(proc)
 
     def written(self) -> set[str]:
         """Every file under the warehouse (looked at every 20 ms while a run may be killed: no stat)."""
         return {os.path.join(d, name) for d, _, names in os.walk(self.warehouse) for name in names}
 
     def run_and_kill(self, kill: Kill) -> None:
-        """Start a step and SIGKILL its process group at the kill point (unless it ends first)."""
+        """Run a step and SIGKILL its process group at the kill point (unless it ends first)."""
         before = self.written()
         kind, _, arg = kill.point.partition(":")
-        proc = self.start()
-        started = time.monotonic()
         merge_table = self.warehouse / f"{SCHEMA}.db" / arg if kind == "mid-merge" else None
         merge_commits = _commits(merge_table) if merge_table else set()
         merge_data = _data_files(merge_table) if merge_table else set()
+        proc = self.next_run()
+        started = time.monotonic()
         while proc.poll() is None:
             if kind == "seconds":
                 hit = time.monotonic() - started >= float(arg)
@@ -465,41 +562,65 @@ def inject(
 
     plan = plan_kills(rng, 2, kills, files_per_round)
     report.kills = plan
+    # Round 2's first kill (mid-merge of a model, or the run ending first) comes after its ingestion:
+    # the replayed files can then go in before the runs at once without joining round 2's batches.
+    fold_replay = any(k.round == 2 for k in plan)
+    try:
+        _faulted_rounds(sample, files, halves, faulted, plan, expected, fold_replay, report, say)
+    finally:
+        faulted.stop_server(kill=True)  # none is left unless something above failed
+    say(f"{report.line()} in {time.monotonic() - started:.0f}s")
+    return report
+
+
+def _faulted_rounds(sample, files, halves, faulted, plan, expected, fold_replay, report, say) -> None:
     for rnd, half in enumerate(halves, 1):
         deliver(sample, faulted.landing, half)
         for kill in (k for k in plan if k.round == rnd):
             faulted.run_and_kill(kill)
             outcome = f"killed after {kill.at}" if kill.happened else "ended before the kill point"
             say(f"  round {rnd}: kill at {kill.point}: {outcome}")
-        if rnd == 2:
-            # Two pipelines at once on one warehouse: on the local target one must give way (the
-            # embedded metastore admits one Spark process) with a one-line error; either way the
-            # next run converges.
-            dumps = [faulted.root / "dump_concurrent_a.json", faulted.root / "dump_concurrent_b.json"]
-            procs = [faulted.start(dumps[0]), faulted.start(dumps[1])]
-            report.concurrent_exit_codes = [faulted.finish(p) for p in procs]
-            for rc, proc in zip(report.concurrent_exit_codes, procs, strict=True):
-                if rc != 0:
-                    report.concurrent_errors.append(_last_error(Path(proc.log.name)))  # type: ignore[attr-defined]
-            say(
-                f"  round 2: two pipelines started at once: exit codes {report.concurrent_exit_codes}"
-                + "".join(f"; {e}" for e in report.concurrent_errors)
-            )
-            winners = [d for d, rc in zip(dumps, report.concurrent_exit_codes, strict=True) if rc == 0]
-            if winners:  # the run that went through is round 2's result; no extra run needed
-                compare("round 2 (two runs at once)", expected[1], json.loads(winners[0].read_text()), report)
-                say(f"  {report.comparisons[-1]}")
-                continue
-        compare(f"round {rnd}", expected[rnd - 1], faulted.complete(f"round{rnd}"), report)
-        say(f"  {report.comparisons[-1]}")
-
-    # Every file again, under new names that sort after the originals: a whole landing zone replayed.
-    report.replayed_lines = deliver(sample, faulted.landing, files, prefix="replay")
-    check_replay(expected[-1], faulted.complete("replayed"), report)
-    for line in report.comparisons[-2:]:
-        say(f"  {line}")
-    say(f"{report.line()} in {time.monotonic() - started:.0f}s")
-    return report
+        if rnd == 1:
+            # The process that completes round 1 waits to be round 2's first run (to be killed).
+            compare("round 1", expected[0], faulted.complete("round1", serve=fold_replay), report)
+            say(f"  {report.comparisons[-1]}")
+            continue
+        faulted.stop_server()
+        phase = "round 2"
+        if fold_replay:
+            # Every file again, under new names that sort after the originals: a whole landing zone
+            # replayed, landed by the run that goes through below.
+            report.replayed_lines = deliver(sample, faulted.landing, files, prefix="replay")
+            phase = "round 2 with all files replayed"
+        # Two pipelines at once on one warehouse: on the local target one must give way (the embedded
+        # metastore admits one Spark process) with a one-line error; either way the next run converges.
+        dumps = [faulted.root / "dump_concurrent_a.json", faulted.root / "dump_concurrent_b.json"]
+        procs = [faulted.start(dumps[0]), faulted.start(dumps[1])]
+        report.concurrent_exit_codes = [faulted.finish(p) for p in procs]
+        for rc, proc in zip(report.concurrent_exit_codes, procs, strict=True):
+            if rc != 0:
+                report.concurrent_errors.append(_last_error(Path(proc.log.name)))  # type: ignore[attr-defined]
+        say(
+            f"  round 2: two pipelines started at once: exit codes {report.concurrent_exit_codes}"
+            + "".join(f"; {e}" for e in report.concurrent_errors)
+        )
+        winners = [d for d, rc in zip(dumps, report.concurrent_exit_codes, strict=True) if rc == 0]
+        if winners:  # the run that went through is round 2's result; no extra run needed
+            phase += " (two runs at once)"
+            found = json.loads(winners[0].read_text())
+        else:
+            found = faulted.complete("round2")
+        if fold_replay:
+            check_replay(phase, expected[1], found, report)
+            for line in report.comparisons[-2:]:
+                say(f"  {line}")
+        else:
+            compare(phase, expected[1], found, report)
+            say(f"  {report.comparisons[-1]}")
+            report.replayed_lines = deliver(sample, faulted.landing, files, prefix="replay")
+            check_replay("all files replayed", expected[1], faulted.complete("replayed"), report)
+            for line in report.comparisons[-2:]:
+                say(f"  {line}")
 
 
 def _last_error(log: Path) -> str:
@@ -511,45 +632,58 @@ def _is_replay(row: dict) -> bool:
     return "/replay/" in row.get("landing_file", "")
 
 
-def check_replay(expected: dict[str, list[str]], found: dict[str, list[str]], report: Report) -> None:
-    """After replaying every file the models must equal the reference, and the raw tables must hold
-    what they held plus the replayed lines as copies of landed ones, each replayed line accounted for
-    (landed, rejected, control, or pending behind a transaction not yet proven complete)."""
-    models = {t: v for t, v in expected.items() if t.startswith(f"{SCHEMA}.")}
-    compare("all files replayed: the models", models, {t: found[t] for t in models}, report)
+def check_replay(
+    phase: str, expected: dict[str, list[str]], found: dict[str, list[str]], report: Report
+) -> None:
+    """After replaying every file the models (and audit tables) must equal the reference; the raw
+    tables' rows of the reference's batches must equal the reference's, row for row; later batches
+    (the replay's) may hold only copies of landed events from replayed files, each replayed line
+    accounted for (landed, rejected, control, or pending behind a transaction not yet proven
+    complete)."""
+    raw = {t for t in expected if t.startswith(f"{RAW_SCHEMA}.")}
+    models = {t: v for t, v in expected.items() if t not in raw}
+    compare(f"{phase}: the models", models, {t: found[t] for t in models}, report)
 
     problems = []
-    events = f"{RAW_SCHEMA}.wal_events"
-    kept = {
-        t: [r for r in found[t] if not _is_replay(json.loads(r))]
-        for t in (events, f"{RAW_SCHEMA}.wal_rejects")
-    }
+    batches = {json.loads(r)["batch_id"] for r in expected[f"{RAW_SCHEMA}.wal_batches"]}
+    rows = {t: [(text, json.loads(text)) for text in found[t]] for t in raw}
+    kept = {t: [text for text, r in rows[t] if r["batch_id"] in batches] for t in raw}
     before = Report()
-    compare("raw rows landed before the replay", {t: expected[t] for t in kept}, kept, before)
+    compare("raw rows of the reference's batches", {t: expected[t] for t in raw}, kept, before)
     if not before.comparisons[-1].endswith(": equal"):
         problems.append(before.comparisons[-1])
         report.rows_lost += before.rows_lost
         report.rows_duplicated += before.rows_duplicated
+    report.rows_compared += before.rows_compared
+    later = {t: [r for _, r in rows[t] if r["batch_id"] not in batches] for t in raw}
 
-    def payload(text: str) -> str:
-        row = json.loads(text)
+    def payload(row: dict) -> str:
         return json.dumps(
             {k: v for k, v in row.items() if k not in ("landing_file", "landing_line", "batch_id")}
         )
 
-    known = {payload(r) for r in expected[events]}
-    copies = [json.loads(r) for r in found[events] if _is_replay(json.loads(r))]
-    invented = [r for r in copies if payload(json.dumps(r)) not in known]
+    events = f"{RAW_SCHEMA}.wal_events"
+    known = {payload(json.loads(r)) for r in expected[events]}
+    copies = later[events]
+    invented = [r for r in copies if not _is_replay(r) or payload(r) not in known]
     if invented:
-        problems.append(f"{len(invented)} replayed events are not copies of landed ones")
+        problems.append(f"{len(invented)} events of the replay's batches are not copies of landed ones")
         report.rows_duplicated += len(invented)
+    stray = [r for r in later[f"{RAW_SCHEMA}.wal_rejects"] if not _is_replay(r)]
+    if stray:
+        problems.append(f"{len(stray)} rejects of the replay's batches are not from replayed files")
+        report.rows_duplicated += len(stray)
     accounted = {"landed": 0, "rejected": 0, "control": 0, "pending": 0, "lines": 0}
     last: dict[str, dict] = {}
-    for row in map(json.loads, found[f"{RAW_SCHEMA}.wal_files"]):
-        if _is_replay(row):
-            accounted["landed"] += row["landed"]
-            if row["batch_id"] >= last.get(row["landing_file"], {}).get("batch_id", -1):
-                last[row["landing_file"]] = row
+    for row in later[f"{RAW_SCHEMA}.wal_files"]:
+        if not _is_replay(row):
+            # An earlier file's pending tail, read again: still waiting for its transaction's end.
+            if row["landed"] or row["rejected"]:
+                problems.append(f"{row['landing_file']} landed rows again in batch {row['batch_id']}")
+            continue
+        accounted["landed"] += row["landed"]
+        if row["batch_id"] >= last.get(row["landing_file"], {}).get("batch_id", -1):
+            last[row["landing_file"]] = row
     for row in last.values():
         for key in ("rejected", "control", "pending"):
             accounted[key] += row[key]
@@ -563,8 +697,8 @@ def check_replay(expected: dict[str, list[str]], found: dict[str, list[str]], re
         report.rows_lost += report.replayed_lines - accounted["lines"]
     verdict = "equal" if not problems else "; ".join(problems)
     report.comparisons.append(
-        f"all files replayed: raw tables keep their rows, {len(copies):,} replayed events landed as copies, "
-        f"{accounted['pending']:,} lines pending behind an unfinished transaction: {verdict}"
+        f"{phase}: raw tables keep the reference's batches, {len(copies):,} replayed events landed as "
+        f"copies, {accounted['pending']:,} lines pending behind an unfinished transaction: {verdict}"
     )
 
 
@@ -575,6 +709,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     st.add_argument("--landing", type=Path, required=True)
     st.add_argument("--dump", type=Path)
     st.add_argument("--max-files-per-batch", type=int, default=3, help="0: all new files in one batch")
+    st.add_argument("--serve", type=Path, help="after the run, wait for requests in this folder to run again")
     inj = sub.add_parser("inject", help="kill, rerun and compare with an undisturbed run")
     inj.add_argument("--workdir", type=Path, required=True, help="scratch directory (emptied first)")
     inj.add_argument("--kills", type=int, default=6)
@@ -587,7 +722,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.command == "step":
-        return step(args.landing, args.dump, args.max_files_per_batch)
+        return step(args.landing, args.dump, args.max_files_per_batch, args.serve)
     from python_jobs.spark_session import get_spark
 
     if args.workdir.exists():
@@ -595,7 +730,7 @@ def main(argv: list[str] | None = None) -> int:
     args.workdir.mkdir(parents=True)
     # The reference's session: a warehouse of its own beside the faulted run's.
     os.environ["WAL_LAKE_SPARK_DIR"] = str((args.workdir / "reference" / "spark").resolve())
-    spark = get_spark("wal_lake_faults_reference")
+    spark = get_spark("wal_lake_faults_reference", extra_conf=short_run_conf())
     report = inject(args.workdir, spark, args.kills, args.seed, args.transactions, args.max_files_per_batch)
     return 0 if report.ok else 1
 

@@ -1,10 +1,11 @@
 """Fault injection in CI: the pipeline (ingestion job + dbt run, one process) killed with SIGKILL at
-random points, two pipelines started at once, every file replayed; after each the warehouse equals
-an undisturbed run's, row for row (testkit/faults.py). A reduced number of kills runs here;
-``scripts/faults.sh`` runs many more.
+random points (one of them mid-merge of a model), then, after every file was delivered again, two
+pipelines started at once; after each the warehouse equals an undisturbed run's, row for row
+(testkit/faults.py). A reduced number of kills runs here; ``scripts/faults.sh`` runs many more.
 
-Every faulted pipeline runs in its own process with its own warehouse; the undisturbed reference, which
-nothing kills, runs on the suite's Spark session in schemas of its own."""
+The faulted pipelines run in processes of their own with their own warehouse (the one that completes
+round 1 runs on into round 2 and is killed there); the undisturbed reference, which nothing kills,
+runs on the suite's Spark session in schemas of its own."""
 
 from __future__ import annotations
 
@@ -35,8 +36,11 @@ def test_killed_concurrent_and_replayed_runs_converge_to_the_undisturbed_result(
 
     # After each: the undisturbed result, nothing lost, nothing twice.
     phases = [c.split(":")[0] for c in report.comparisons]
-    assert {"round 1", "all files replayed"} <= set(phases), report.comparisons
+    assert "round 1" in phases, report.comparisons
     assert any(p.startswith("round 2") for p in phases), report.comparisons
+    # The whole landing zone replayed: here landed by the run that goes through of the two at once.
+    assert any("all files replayed" in p for p in phases), report.comparisons
+    assert report.replayed_lines > 0
     assert all(c.endswith(": equal") for c in report.comparisons), report.comparisons
     assert (report.rows_lost, report.rows_duplicated) == (0, 0)
     assert report.rows_compared > 1000 and report.ok
