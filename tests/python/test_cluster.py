@@ -102,6 +102,11 @@ def cluster_env(state: Path) -> tuple[dict[str, str], dict[str, int]]:
         DBT_TARGET_PATH=str(state / "dbt_target"),
         DBT_LOG_PATH=str(state / "dbt_logs"),
     )
+    # Every JVM of the test (daemons, launchers, drivers, the executors the worker forks) lives for
+    # minutes on small data, on a 2-core box: the optimizing JIT and parallel GC threads would spend
+    # CPU the queries need, for code that runs only a few times.
+    tuned = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+    env["JAVA_TOOL_OPTIONS"] = f"{os.environ.get('JAVA_TOOL_OPTIONS', '')} {tuned}".strip()
     return env, ports
 
 
