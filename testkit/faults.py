@@ -4,9 +4,8 @@ The pipeline is one process that lands the landing zone (the ingestion job) and 
 on the same Spark session (``step``). ``inject`` builds a seeded sample landing zone, delivers it in
 two rounds, and runs the pipeline twice over it in separate warehouses:
 
-- the reference: each round once, undisturbed (and checked against the sample's expected state), in
-  the caller's Spark session and schemas of its own: nothing kills it, so it needs no process of its
-  own;
+- the reference: each round once, undisturbed (and checked against the sample's expected state),
+  in one step process that nothing kills, kept between the two rounds (``step`` with ``serve``);
 - the faulted run: each round's pipeline is killed with SIGKILL (the whole process group: Python
   and its Spark JVM, as when a machine dies) at random points, then rerun until it completes. Kill
   points are counted in files written under the warehouse since the run started (Delta data
@@ -40,7 +39,6 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from unittest import mock
-from urllib.parse import urlparse
 
 from python_jobs.spark_session import PROJECT_DIR
 
@@ -52,9 +50,6 @@ AUDIT_TABLES = ("sequin_violations",)  # built in <schema>_audit (models/audit)
 # Columns that record when a run happened (or a copy's mtime), not what it produced.
 RUN_COLUMNS = {"ingested_at", "updated_at", "done_at", "planned_at", "modified_at"}
 LANDING_MARK = "<landing>"
-# The reference shares the caller's warehouse (in the test suite, the suite's): schemas of its own.
-REFERENCE_RAW_SCHEMA = "faults_reference_raw"
-REFERENCE_SCHEMA = "faults_reference"
 # What the comparisons read; the marts' `current_*` views hold nothing of their own.
 MODELS = ("+consumer_records", "+record_history", "+sequin_violations")
 # dbt's parsed project, saved once and copied into every run's target: no run parses it again.
@@ -140,11 +135,18 @@ def short_run_conf() -> dict[str, str]:
     return {"spark.driver.extraJavaOptions": f"{options} {STEP_JVM_OPTIONS}".strip(), **STEP_SPARK_CONF}
 
 
-def step(landing: Path, dump: Path | None, max_files_per_batch: int, serve: Path | None = None) -> int:
+def step(
+    landing: Path,
+    dump: Path | None,
+    max_files_per_batch: int,
+    serve: Path | None = None,
+    verify: bool = False,
+) -> int:
     """The process that gets killed: the pipeline on a Spark session of its own, then the dump.
 
     ``serve``: after the dump, wait for a request (``serve/request.json``, as ``Warehouse.request``
-    writes it) to run once more in the same process, whose JVM is started and warm already."""
+    writes it) to run once more in the same process, whose JVM is started and warm already.
+    ``verify``: check consumer_records against the sample's expected state (exit 3 if they differ)."""
     from python_jobs.spark_session import SparkSetupError, get_spark
 
     started = time.monotonic()
@@ -157,6 +159,13 @@ def step(landing: Path, dump: Path | None, max_files_per_batch: int, serve: Path
     while True:
         if not pipeline(spark, landing, max_files_per_batch, dbt_args=("--quiet",), out=sys.stdout):
             return 1
+        if verify:
+            from python_jobs.demo import spark_query
+            from python_jobs.demo import verify as verify_state
+
+            if verify_state(spark_query(spark), landing, SCHEMA):
+                print("faults: error: consumer_records differ from the sample's expected state", flush=True)
+                return 3
         if dump is not None:
             started = time.monotonic()
             tmp = dump.with_suffix(".tmp")
@@ -169,6 +178,7 @@ def step(landing: Path, dump: Path | None, max_files_per_batch: int, serve: Path
         if request.get("stop"):
             return 0
         dump = Path(request["dump"]) if request.get("dump") else None
+        verify = bool(request.get("verify"))
         if request.get("last"):
             serve = None
 
@@ -229,53 +239,6 @@ class Report:
             f"{self.rows_compared:,} rows: {self.rows_lost} lost, {self.rows_duplicated} duplicated "
             f"[{verdict}]"
         )
-
-
-class Reference:
-    """The undisturbed run: one landing zone, the pipeline in the caller's Spark session, in schemas of
-    its own (dropped first) and with a dbt target of its own."""
-
-    def __init__(self, root: Path, spark, max_files_per_batch: int):
-        self.root = root
-        self.landing = root / "landing"
-        self.spark = spark
-        self.max_files_per_batch = max_files_per_batch
-        self.landing.mkdir(parents=True, exist_ok=True)
-        schemas = (REFERENCE_RAW_SCHEMA, REFERENCE_SCHEMA, f"{REFERENCE_SCHEMA}_audit")
-        for schema in schemas:
-            spark.sql(f"drop schema if exists {schema} cascade")
-        warehouse = Path(urlparse(spark.conf.get("spark.sql.warehouse.dir")).path)
-        self.dirs = [warehouse / f"{schema}.db" for schema in schemas]
-
-    def written(self) -> int:
-        """How many files the reference has in the warehouse."""
-        return sum(len(names) for d in self.dirs for _, _, names in os.walk(d))
-
-    def complete(self, tag: str, verify: bool = False) -> dict[str, list[str]]:
-        from python_jobs.demo import spark_query
-        from python_jobs.demo import verify as verify_state
-
-        with mock.patch.dict(
-            os.environ,
-            WAL_LAKE_TARGET="local",
-            WAL_LAKE_SCHEMA=REFERENCE_SCHEMA,
-            WAL_LAKE_RAW_SCHEMA=REFERENCE_RAW_SCHEMA,
-            DBT_TARGET_PATH=str(self.root / "target"),
-            DBT_LOG_PATH=str(self.root / "logs"),
-        ):
-            ok = pipeline(
-                self.spark,
-                self.landing,
-                self.max_files_per_batch,
-                REFERENCE_RAW_SCHEMA,
-                REFERENCE_SCHEMA,
-                dbt_args=("--quiet",),
-            )
-        if not ok:
-            raise RuntimeError(f"the reference's pipeline failed in round '{tag}' (dbt logs in {self.root})")
-        if verify and verify_state(spark_query(self.spark), self.landing, REFERENCE_SCHEMA):
-            raise RuntimeError("the reference's consumer_records differ from the sample's expected state")
-        return dump_tables(self.spark, self.landing, REFERENCE_RAW_SCHEMA, REFERENCE_SCHEMA)
 
 
 class Warehouse:
@@ -361,6 +324,17 @@ class Warehouse:
         tmp = self.requests / "request.tmp"
         tmp.write_text(json.dumps(request))
         tmp.rename(self.requests / "request.json")
+
+    def finish_served(self, tag: str, verify: bool = False) -> dict[str, list[str]]:
+        """The waiting process's last run, to completion, with a dump."""
+        assert self.server is not None
+        proc, self.server = self.server, None
+        dump = self.root / f"dump_{tag}.json"
+        self.request(dump=str(dump), last=True, verify=verify)
+        rc = self.finish(proc)
+        if rc != 0:
+            self._failed(tag, rc)
+        return json.loads(dump.read_text())
 
     def next_run(self) -> subprocess.Popen:
         """A run without a dump, ending its process: the waiting one's last run if there is one (it
@@ -508,15 +482,13 @@ def parse_project(target: Path) -> Path:
 
 def inject(
     workdir: Path,
-    spark,
     kills: int,
     seed: int,
     transactions: int = 200,
     max_files_per_batch: int = 3,
     out=sys.stdout,
 ) -> Report:
-    """The reference runs in ``spark`` (a session with Delta, as get_spark makes), the faulted runs
-    in processes of their own under ``workdir``."""
+    """The reference and the faulted runs, in step processes of their own under ``workdir``."""
     from testkit.sample import generate
 
     def say(text: str) -> None:
@@ -539,8 +511,10 @@ def inject(
         halves[1] += [(source, n) for n in info["files"][cut:]]
     say(f"faults: seed {seed}, {transactions} transactions, {len(files)} files in 2 rounds; {kills} kills")
 
-    ref = Reference(workdir / "reference", spark, max_files_per_batch)
-    faulted = Warehouse(workdir / "faulted", max_files_per_batch, parse_project(workdir / "parsed"))
+    parse_state = parse_project(workdir / "parsed")
+    # The undisturbed run: one process that nothing kills, kept between the rounds.
+    ref = Warehouse(workdir / "reference", max_files_per_batch, parse_state)
+    faulted = Warehouse(workdir / "faulted", max_files_per_batch, parse_state)
     expected: list[dict[str, list[str]]] = []
     files_per_round = []
     for rnd, half in enumerate(halves, 1):
@@ -551,8 +525,15 @@ def inject(
                 shutil.copyfile(sample / source["expected_state"], ref.landing / source["expected_state"])
         before = ref.written()
         t0 = time.monotonic()
-        expected.append(ref.complete(f"round{rnd}", verify=rnd == 2))
-        files_per_round.append(ref.written() - before)
+        try:
+            if rnd == 1:
+                expected.append(ref.complete("round1", serve=True))
+            else:
+                expected.append(ref.finish_served("round2", verify=True))
+        except RuntimeError as exc:
+            ref.stop_server(kill=True)
+            raise RuntimeError(f"the undisturbed run failed: {exc}") from exc
+        files_per_round.append(len(ref.written() - before))
         say(
             f"  reference round {rnd}: {files_per_round[-1]} files written in the warehouse, "
             f"{time.monotonic() - t0:.0f}s"
@@ -723,15 +704,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.command == "step":
         return step(args.landing, args.dump, args.max_files_per_batch, args.serve)
-    from python_jobs.spark_session import get_spark
-
     if args.workdir.exists():
         shutil.rmtree(args.workdir)
     args.workdir.mkdir(parents=True)
-    # The reference's session: a warehouse of its own beside the faulted run's.
-    os.environ["WAL_LAKE_SPARK_DIR"] = str((args.workdir / "reference" / "spark").resolve())
-    spark = get_spark("wal_lake_faults_reference", extra_conf=short_run_conf())
-    report = inject(args.workdir, spark, args.kills, args.seed, args.transactions, args.max_files_per_batch)
+    report = inject(args.workdir, args.kills, args.seed, args.transactions, args.max_files_per_batch)
     return 0 if report.ok else 1
 
 
