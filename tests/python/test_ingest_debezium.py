@@ -835,22 +835,36 @@ def test_positions_in_one_batch(spark, batching_zone):
     assert got == BATCHING_POSITIONS
 
 
-def test_a_replay_takes_the_index_it_landed_with_even_if_it_landed_twice(spark, batching_zone):
-    """The transform on its own: T2 landed twice (a copied file), its replay in the next batch."""
+def test_a_file_per_batch_continues_from_what_landed(spark, batching_zone):
+    """The transform on its own, a file per batch (with the lines the batch before left pending), each
+    given what the batches before it landed, twice (as from a copied file), and the frontier: the
+    snapshot's reads land first, the transaction at their LSN waiting behind them, which the next
+    batch numbers after the landed reads; the replay of T2 in the last batch takes the index it landed
+    with. Landed events are handed over as rows, as the job reads them from its table: the transform
+    does not recompute the earlier batches."""
     lines = _lines(spark, {"dbz": list(BATCHING_FILES.items())})
     registry = table_keys.to_frame(spark, table_keys.load(batching_zone / "table_keys.csv"))
-    landed = debezium.transform(lines, registry).events.where(f"commit_lsn <= {T2_[0]}")
-    later = lines.where("landing_file = '0003.jsonl' or (landing_file = '0002.jsonl' and landing_line = 4)")
-    cs = debezium.transform(later, registry, landed.unionByName(landed), {"dbz": T2_[0]})
-    events = cs.events.collect()
-    got = {(e.landing_file, e.landing_line): (e.commit_lsn, e.commit_idx, e.record_pk) for e in events}
-    assert got == {k: v for k, v in BATCHING_POSITIONS.items() if k in got}
-    assert len(events) == 4 and sorted(got) == [("0002.jsonl", 4), *(("0003.jsonl", n) for n in (1, 2, 3))]
+    landed, pending, frontier, got = [], [], None, []
+    for name in BATCHING_FILES:
+        waiting = " or ".join(f"(landing_file = '{f}' and landing_line = {n})" for f, n in pending)
+        batch = lines.where(f"landing_file = '{name}'" + (f" or {waiting}" if waiting else ""))
+        landed_rows = spark.createDataFrame(landed, EVENTS_SCHEMA) if landed else None
+        cs = debezium.transform(batch, registry, landed_rows, None if frontier is None else {"dbz": frontier})
+        cs.shared.cache()  # one transform for both actions below
+        events = cs.events.collect()
+        pending = [(r.landing_file, r.landing_line) for r in cs.pending.collect()]
+        cs.shared.unpersist()
+        landed += events * 2
+        frontier = max([frontier or 0, *(e.commit_lsn for e in events)])
+        got += [((e.landing_file, e.landing_line), (e.commit_lsn, e.commit_idx, e.record_pk)) for e in events]
+    assert dict(got) == BATCHING_POSITIONS and len(got) == len(BATCHING_POSITIONS)
+    assert pending == [("0003.jsonl", 4)]  # T4, the last transaction
 
 
 def test_positions_do_not_depend_on_the_batching(spark, batching_zone, schemas):
-    """A file per batch, through the job (keyed by the registry file it is given): the positions of
-    one batch, although the snapshot's LSN and T2 are cut by batches, and T2 is replayed after it landed."""
+    """Two files per batch, through the job (keyed by the registry file it is given): the positions of
+    one batch, although the snapshot's LSN is cut by files, T3 by batches, and T2 is replayed after it
+    landed (the snapshot's LSN cut by batches: the test above, on the transform alone)."""
     schema = f"{schemas.raw}_per_file"
     spark.sql(f"drop schema if exists {schema} cascade")
     summary = job.run(
@@ -858,10 +872,10 @@ def test_positions_do_not_depend_on_the_batching(spark, batching_zone, schemas):
         str(batching_zone / "landing"),
         schema=schema,
         out=io.StringIO(),
-        max_files_per_batch=1,
+        max_files_per_batch=2,
         table_keys_file=str(batching_zone / "table_keys.csv"),
     )
-    assert summary.batches == 3 and summary.balanced and summary.rejected == 0
+    assert summary.batches == 2 and summary.balanced and summary.rejected == 0
     events = spark.table(f"{schema}.{EVENTS}").collect()
     spark.sql(f"drop schema if exists {schema} cascade")
     got = {
@@ -928,11 +942,13 @@ def test_the_stand_in_for_a_missing_previous_commit_sorts_after_the_snapshot(spa
     snapshot = _snapshot([("customers", customer(n)) for n in (1, 2)])
     reads = [keyed({"id": n}, r) for n, r in zip((1, 2), snapshot, strict=True)]
     lines = _lines(spark, {"dbz": [("0001.jsonl", reads), ("0002.jsonl", [*EARLY_TX, EARLY_NEXT])]})
-    events = debezium.transform(lines).events.orderBy("commit_lsn", "commit_idx")
-    got = [(e.commit_lsn, e.commit_idx, e.action) for e in events.collect()]
+    events = debezium.transform(lines).events
+    rows = events.orderBy("commit_lsn", "commit_idx").collect()
+    got = [(e.commit_lsn, e.commit_idx, e.action) for e in rows]
     expected = [(SNAP, 0, "read"), (SNAP, 1, "read"), (SNAP + 1, 0, "update"), (SNAP + 1, 1, "insert")]
     assert got == expected
-    landed = events.where("action = 'read'")
+    # the landed reads as rows, as the job reads them from its table
+    landed = spark.createDataFrame([e for e in rows if e.action == "read"], events.schema)
     later = debezium.transform(lines.where("landing_file = '0002.jsonl'"), None, landed, {"dbz": SNAP})
     got = [(e.commit_lsn, e.commit_idx, e.action) for e in later.events.orderBy("commit_idx").collect()]
     assert got == expected[2:]
