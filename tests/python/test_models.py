@@ -203,7 +203,7 @@ def test_dbt_unit_tests_pass(built):
 # The scenarios below each start from empty raw tables of their own; they run after the module's
 # `built` scenario (file order), which they would otherwise overwrite.
 
-CONSUMERS = ("+consumer_records",)
+CONSUMERS = ("+consumer_records",)  # the first run of a scenario: the views too, so it runs alone (-k)
 EVERYTHING = (*CONSUMERS, "+record_history", "+keyless_changes", "+sequin_violations")
 
 
@@ -231,13 +231,13 @@ def test_sequin_rebuilt_alone_makes_consumer_records_rebuild(spark, dbt, schemas
         ]
 
     land(spark, both(100, 1), batch_id=1)
-    dbt("run", "-s", *CONSUMERS)
     land(spark, both(200, 1, "update", v="2") + both(210, 2), batch_id=2)
-    dbt("run", "-s", *CONSUMERS)  # seq interleaves the sources batch by batch
+    dbt("run", "-s", *CONSUMERS)  # seq 1 to 3: a's changes, 4 to 6: b's; consumed up to 6
     land(spark, both(300, 3) + both(310, 1, "update", v="3"), batch_id=3)
-    dbt("run", "--full-refresh", "-s", "sequin_events")  # renumbered: all of a, then all of b
+    # Renumbered: all of a (1 to 5), then all of b. Continuing from seq 6 would skip a's 300 and 310.
+    dbt("run", "--full-refresh", "-s", "sequin_events")
     land(spark, both(400, 4) + both(410, 2, "delete"), batch_id=4)
-    dbt("run", "-s", *CONSUMERS)
+    dbt("run", "-s", *INCREMENTAL)
     incremental = all_consumer_records(spark)
     assert {(r[3], r[4]) for r in incremental} == {
         (f"t_{s}", f'["{pk}"]') for s in ("a", "b") for pk in (1, 3, 4)
@@ -281,9 +281,11 @@ MOVED = {
 
 def test_key_moves_keep_left_out_columns(spark, dbt, schemas):
     fresh_start(spark, schemas)
-    for batch_id, batch in enumerate(MOVE_BATCHES, start=1):
-        land(spark, batch, batch_id=batch_id)
-        dbt("run", "-s", *CONSUMERS, "record_history")
+    land(spark, MOVE_BATCHES[0], batch_id=1)
+    dbt("run", "-s", *CONSUMERS)
+    land(spark, MOVE_BATCHES[1], batch_id=2)
+    # record_history is rebuilt in full from sequin_events on every run: built once, at the end
+    dbt("run", "-s", *INCREMENTAL, "record_history")
     assert consumer_state(spark) == MOVED
     incremental = all_consumer_records(spark)
 
@@ -302,7 +304,7 @@ def test_key_moves_keep_left_out_columns(spark, dbt, schemas):
     }
     assert {("accounts", pk): record for pk, record in current.items()} == MOVED
 
-    dbt("run", "--full-refresh", "-s", *CONSUMERS)
+    dbt("run", "--full-refresh", "-s", *INCREMENTAL)
     assert all_consumer_records(spark) == incremental
 
 
