@@ -23,14 +23,6 @@ os.environ["DBT_TARGET_PATH"] = str(_SCRATCH / "dbt_target")
 os.environ["DBT_LOG_PATH"] = str(_SCRATCH / "dbt_logs")
 os.environ.setdefault("WAL_LAKE_CORES", "2")
 os.environ["WAL_LAKE_TARGET"] = "local"
-# Every JVM the suite starts (its Spark sessions, the fault injector's and the cluster's processes)
-# runs small data for minutes on 2 cores: the optimizing JIT's compiles and whole-stage code
-# generation cost more CPU than the code they speed up ever gives back here (test_replica_identity
-# alone: 181 s with them, 85 s without). C1 alone needs a larger code cache than its default.
-os.environ.setdefault(
-    "JAVA_TOOL_OPTIONS", "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m -XX:+UseSerialGC"
-)
-os.environ.setdefault("WAL_LAKE_SPARK_CONF", "spark.sql.codegen.wholeStage=false")
 
 
 # The suite runs in two workers, a module to a worker (pyproject.toml: -n 2 --dist loadfile). The
