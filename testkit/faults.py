@@ -64,24 +64,20 @@ STEP_SPARK_CONF = {"spark.sql.codegen.wholeStage": "false"}
 # --- the pipeline step (the process that gets killed) ---------------------------------------------
 
 
-def dump_tables(
-    spark, landing: Path, raw_schema: str = RAW_SCHEMA, schema: str = SCHEMA
-) -> dict[str, list[str]]:
+def dump_tables(spark, landing: Path) -> dict[str, list[str]]:
     """Every raw and model table as sorted JSON rows, run timestamps left out and the landing root
-    replaced by a mark (the reference and the faulted run land the same files from two folders).
-    Tables are named by the faulted run's schemas, wherever they were built."""
+    replaced by a mark (the reference and the faulted run land the same files from two folders)."""
     from pyspark.sql import functions as F
 
     root = str(landing.resolve())
     tables = {}
-    where = {f"{RAW_SCHEMA}.{t}": f"{raw_schema}.{t}" for t in RAW_TABLES}
-    where |= {f"{SCHEMA}.{t}": f"{schema}.{t}" for t in MODEL_TABLES}
-    where |= {f"{SCHEMA}_audit.{t}": f"{schema}_audit.{t}" for t in AUDIT_TABLES}
-    for name, table in where.items():
-        if not spark.catalog.tableExists(table):
+    names = [f"{RAW_SCHEMA}.{t}" for t in RAW_TABLES] + [f"{SCHEMA}.{t}" for t in MODEL_TABLES]
+    names += [f"{SCHEMA}_audit.{t}" for t in AUDIT_TABLES]
+    for name in names:
+        if not spark.catalog.tableExists(name):
             tables[name] = []
             continue
-        df = spark.table(table)
+        df = spark.table(name)
         cols = [c for c in df.columns if c not in RUN_COLUMNS]
         rows = df.select(F.to_json(F.struct(*cols)).alias("j")).collect()
         tables[name] = sorted(r.j.replace(root, LANDING_MARK) for r in rows)
@@ -92,8 +88,6 @@ def pipeline(
     spark,
     landing: Path,
     max_files_per_batch: int,
-    raw_schema: str = RAW_SCHEMA,
-    schema: str = SCHEMA,
     dbt_args: tuple[str, ...] = (),
     out=None,
 ) -> bool:
@@ -105,7 +99,7 @@ def pipeline(
 
     started = time.monotonic()
     summary = job.run(
-        spark, str(landing.resolve()), schema=raw_schema, max_files_per_batch=max_files_per_batch or None
+        spark, str(landing.resolve()), schema=RAW_SCHEMA, max_files_per_batch=max_files_per_batch or None
     )
     print(summary.line(), flush=True)
     if out:
@@ -122,7 +116,7 @@ def pipeline(
             print(f"step: dbt {args[0]} {time.monotonic() - started:.1f}s ({each})", file=out, flush=True)
         return bool(result.success)
 
-    if not spark.catalog.tableExists(f"{schema}.consumer_records") and not dbt("seed"):
+    if not spark.catalog.tableExists(f"{SCHEMA}.consumer_records") and not dbt("seed"):
         return False
     return dbt("run", "--select", *MODELS)
 
