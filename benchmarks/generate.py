@@ -5,12 +5,16 @@ changes fast, in the same line format (``B``/``I``/``U``/``D``/``C`` records wit
 ``nextlsn`` on ``B``/``C``, ``timestamp``, ``schema``, ``table``, ``columns``, ``identity``, ``pk``).
 
 Knobs: changes, tables, distinct keys, touches per transaction, delete ratio, omitted-column ratio
-(an update leaves the TOASTed ``doc`` column out, as Postgres does when it did not change) and replay
-ratio (that share of the files is copied whole under a name that sorts right after the original, as
-a slot replay or a doubled sink delivery would). Every table has ``id bigint`` as its key.
+(an update leaves the TOASTed ``doc`` column out, as Postgres does when it did not change), key-move
+ratio (that share of the updates also changes the row's key ``id`` to one not live: wal2json writes
+the new key in ``columns`` and the old one in ``identity``, and ingestion lands it with
+``old_record_pk``), replay ratio (that share of the files is copied whole under a name that sorts
+right after the original, as a slot replay or a doubled sink delivery would) and ``wide`` (40 columns
+of mixed types, about 2 KB of values per row, instead of 6). Every table has ``id bigint`` as its key.
 
-A key that is not live is inserted; a live key is updated, or deleted with ``delete_ratio``. So the
-expected live state is known without Spark: ``Zone.live`` counts the live records at the end.
+A key that is not live is inserted; a live key is updated (and perhaps moved), or deleted with
+``delete_ratio``. So the expected live state is known without Spark: ``Zone.live`` counts the live
+records at the end (a moved row's old key gone, its new key live) and ``Zone.live_records`` names them.
 
 ``holdback`` changes at the end are written as separate files to ``<out>/_increment/<source>/``
 (outside the landing zone: ingestion skips names starting with ``_``); ``release_increment`` moves
@@ -27,7 +31,7 @@ import random
 import shutil
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from python_jobs.lsn import format_lsn
@@ -45,6 +49,22 @@ COLUMNS = (
     ("updated_at", "timestamp with time zone"),
 )
 _PK = '"pk":[{"name":"id","type":"bigint"}]'
+# The wide variant: ``id``, the TOAST-able ``doc`` and 38 columns cycling through these types, about
+# 2 KB of values per row with the default ``doc``.
+_WIDE_KINDS = (
+    ("text", "text"),
+    ("int", "integer"),
+    ("num", "numeric"),
+    ("ts", "timestamp with time zone"),
+    ("bool", "boolean"),
+)
+WIDE_COLUMNS = (
+    ("id", "bigint"),
+    ("doc", "text"),
+    *((f"c{i + 1:02d}_{_WIDE_KINDS[i % 5][0]}", _WIDE_KINDS[i % 5][1]) for i in range(38)),
+)
+WIDE_DOC_BYTES = 1200
+_WIDE_TEXT_PAD = "y" * 44
 BASE_MICROS = 1_767_225_600_000_000  # 2026-01-01 00:00:00 UTC
 
 
@@ -58,9 +78,15 @@ class Knobs:
     omitted_ratio: float = 0.3
     replay_ratio: float = 0.1
     lines_per_file: int = 100_000
-    doc_bytes: int = 120
+    doc_bytes: int | None = None  # the TOAST-able column's length: 120, or 1200 when wide
     holdback: int = 0
     seed: int = 7
+    key_move_ratio: float = 0.01
+    wide: bool = False
+
+    def __post_init__(self) -> None:
+        if self.doc_bytes is None:
+            self.doc_bytes = WIDE_DOC_BYTES if self.wide else 120
 
 
 @dataclass
@@ -82,10 +108,13 @@ class Zone:
     updates: int = 0
     deletes: int = 0
     omitted: int = 0
+    key_moves: int = 0  # updates that changed the key (counted in ``updates`` too)
     replayed_lines: int = 0
     live: int = 0  # live records after all changes (increment included)
     live_before_increment: int = 0
     seconds: float = 0.0
+    # (table, id) of every live record at the end; left out of ``_zone.json``.
+    live_records: set[tuple[str, int]] = field(default_factory=set, repr=False)
 
     @property
     def source_dir(self) -> Path:
@@ -149,6 +178,26 @@ class _Writer:
         self.first_lsn = None
 
 
+def _wide_templates() -> tuple[str, str]:
+    """``columns`` of a wide row as a %-template, with and without ``doc``: one format per line."""
+    parts = []
+    for name, kind in WIDE_COLUMNS:
+        quoted = kind in ("text", "timestamp with time zone")
+        value = '"%s"' if quoted else "%s"
+        parts.append(f'{{"name":"{name}","type":"{kind}","value":{value}}}')
+    full = '"columns":[' + ",".join(parts) + "]"
+    return full, '"columns":[' + ",".join(p for p in parts if '"name":"doc"' not in p) + "]"
+
+
+def _free_key(live: bytearray, randrange, keys: int) -> int | None:
+    """A key not live in the table, or None when a few random picks found none (a full table)."""
+    for _ in range(16):
+        k = randrange(keys)
+        if not live[k]:
+            return k
+    return None
+
+
 def generate(out: Path, knobs: Knobs, progress: bool = True) -> Zone:
     """Write the landing zone ``out/<SOURCE_ID>/`` (and the held-back increment); return its counts."""
     started = time.monotonic()
@@ -164,6 +213,7 @@ def generate(out: Path, knobs: Knobs, progress: bool = True) -> Zone:
     live_count = 0
     tables = [f"t{i:02d}" for i in range(knobs.tables)]
     pad = "x" * max(knobs.doc_bytes - 12, 0)
+    wide_full, wide_no_doc = _wide_templates()
     history = knobs.changes
     total = knobs.changes + knobs.holdback
     writer = _Writer(landing, knobs.lines_per_file, zone, progress)
@@ -171,7 +221,8 @@ def generate(out: Path, knobs: Knobs, progress: bool = True) -> Zone:
     xid = 1000
     micros = BASE_MICROS
     done = 0
-    rand, randrange = rng.random, rng.randrange
+    rand, randrange, getrandbits = rng.random, rng.randrange, rng.getrandbits
+    move_ratio = knobs.key_move_ratio
     while done < total:
         # The increment starts in a file of its own.
         if done == history and knobs.holdback:
@@ -190,17 +241,19 @@ def generate(out: Path, knobs: Knobs, progress: bool = True) -> Zone:
             t = randrange(knobs.tables)
             k = randrange(keys_per_table)
             table = tables[t]
+            table_live = live[t]
             common = f'{{"action":"%s",{head},"lsn":"{format_lsn(lsn)}","schema":"{SCHEMA}","table":"{table}"'
+            # identity: the old key, which is the key unless the update moves the row.
             ident = f'"identity":[{{"name":"id","type":"bigint","value":{k}}}]'
-            if not live[t][k]:
+            omit = False
+            if not table_live[k]:
                 action = "I"
-                live[t][k] = 1
+                table_live[k] = 1
                 live_count += 1
                 zone.inserts += 1
-                omit = False
             elif rand() < knobs.delete_ratio:
                 action = "D"
-                live[t][k] = 0
+                table_live[k] = 0
                 live_count -= 1
                 zone.deletes += 1
             else:
@@ -208,20 +261,46 @@ def generate(out: Path, knobs: Knobs, progress: bool = True) -> Zone:
                 zone.updates += 1
                 omit = rand() < knobs.omitted_ratio
                 zone.omitted += omit
+                if move_ratio and rand() < move_ratio:
+                    moved_to = _free_key(table_live, randrange, keys_per_table)
+                    if moved_to is not None:
+                        table_live[k] = 0
+                        table_live[moved_to] = 1
+                        k = moved_to
+                        zone.key_moves += 1
             if action == "D":
                 body.append(common % action + f",{ident},{_PK}}}")
                 continue
-            cols = [
-                f'{{"name":"id","type":"bigint","value":{k}}}',
-                f'{{"name":"name","type":"text","value":"n{xid}_{k}"}}',
-                f'{{"name":"qty","type":"integer","value":{randrange(1000)}}}',
-                f'{{"name":"price","type":"numeric","value":'
-                f"{randrange(100000) // 100}.{randrange(100):02d}}}",
-            ]
-            if not omit:
-                cols.append(f'{{"name":"doc","type":"text","value":"{xid:012d}{pad}"}}')
-            cols.append(f'{{"name":"updated_at","type":"timestamp with time zone","value":"{ts}"}}')
-            columns = f'"columns":[{",".join(cols)}]'
+            if knobs.wide:
+                bits = getrandbits(64)
+                values = [k]
+                if not omit:
+                    values.append(f"{xid:012d}{pad}")
+                for i, (_, kind) in enumerate(WIDE_COLUMNS[2:]):
+                    v = bits >> i
+                    if kind == "text":
+                        values.append(f"v{xid}_{k}_{i:02d}_{_WIDE_TEXT_PAD}")
+                    elif kind == "integer":
+                        values.append(v % 100000)
+                    elif kind == "numeric":
+                        values.append(f"{v % 100000}.{(v >> 7) % 100:02d}")
+                    elif kind == "boolean":
+                        values.append("true" if v & 1 else "false")
+                    else:
+                        values.append(ts)
+                columns = (wide_no_doc if omit else wide_full) % tuple(values)
+            else:
+                cols = [
+                    f'{{"name":"id","type":"bigint","value":{k}}}',
+                    f'{{"name":"name","type":"text","value":"n{xid}_{k}"}}',
+                    f'{{"name":"qty","type":"integer","value":{randrange(1000)}}}',
+                    f'{{"name":"price","type":"numeric","value":'
+                    f"{randrange(100000) // 100}.{randrange(100):02d}}}",
+                ]
+                if not omit:
+                    cols.append(f'{{"name":"doc","type":"text","value":"{xid:012d}{pad}"}}')
+                cols.append(f'{{"name":"updated_at","type":"timestamp with time zone","value":"{ts}"}}')
+                columns = f'"columns":[{",".join(cols)}]'
             if action == "I":
                 body.append(common % action + f",{columns},{_PK}}}")
             else:
@@ -238,6 +317,7 @@ def generate(out: Path, knobs: Knobs, progress: bool = True) -> Zone:
         zone.increment_lines = sum(len(p.read_bytes().splitlines()) for p in writer.written)
     zone.changes = done
     zone.live = live_count
+    zone.live_records = {(tables[t], k) for t in range(knobs.tables) for k, on in enumerate(live[t]) if on}
     if not knobs.holdback:
         zone.live_before_increment = live_count
     history_files = sorted(p for p in landing.iterdir())
@@ -252,7 +332,8 @@ def generate(out: Path, knobs: Knobs, progress: bool = True) -> Zone:
         zone.replayed_lines += sum(1 for _ in copy.open())
     zone.lines += zone.replayed_lines
     zone.seconds = time.monotonic() - started
-    (out / "_zone.json").write_text(json.dumps(asdict(zone), indent=1))
+    saved = {f.name: getattr(zone, f.name) for f in fields(zone) if f.name != "live_records"}
+    (out / "_zone.json").write_text(json.dumps(saved, indent=1))
     return zone
 
 
@@ -287,6 +368,20 @@ def add_knob_args(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--omitted-ratio", type=_ratio, default=d.omitted_ratio, help="updates without doc")
     parser.add_argument("--replay-ratio", type=_ratio, default=d.replay_ratio, help="share of files copied")
+    parser.add_argument(
+        "--key-move-ratio",
+        type=_ratio,
+        default=d.key_move_ratio,
+        help=f"share of updates that change the row's key (default {d.key_move_ratio})",
+    )
+    parser.add_argument(
+        "--wide",
+        action="store_true",
+        help="tables of 40 columns of mixed types, about 2 KB of values per row (default 6 columns)",
+    )
+    parser.add_argument(
+        "--doc-bytes", type=int, help=f"length of the TOAST-able text (default 120, {WIDE_DOC_BYTES} wide)"
+    )
     parser.add_argument("--lines-per-file", type=int, default=d.lines_per_file)
     parser.add_argument("--seed", type=int, default=d.seed)
 
@@ -301,8 +396,11 @@ def knobs_from(args: argparse.Namespace, changes: int, holdback: int = 0) -> Kno
         omitted_ratio=args.omitted_ratio,
         replay_ratio=args.replay_ratio,
         lines_per_file=args.lines_per_file,
+        doc_bytes=args.doc_bytes,
         holdback=holdback,
         seed=args.seed,
+        key_move_ratio=args.key_move_ratio,
+        wide=args.wide,
     )
 
 
@@ -317,7 +415,7 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"generated {zone.changes:,} changes ({zone.lines:,} lines, {len(zone.files)} files + "
         f"{len(zone.copies)} copies) in {zone.seconds:.1f}s: {zone.changes / zone.seconds:,.0f} changes/s; "
-        f"{zone.live:,} live records"
+        f"{zone.live:,} live records; {zone.key_moves:,} key moves"
     )
     return 0
 

@@ -2,6 +2,11 @@
 
     .venv/bin/python -m benchmarks.run --changes 1000000          # make bench
     .venv/bin/python -m benchmarks.run --changes 10000000         # adds the 10M history
+    .venv/bin/python -m benchmarks.run --changes 1000000 --wide   # 40-column, ~2 KB rows
+
+The zones move a row to a new key in 1% of updates by default (``--key-move-ratio``), so the marts'
+key-move path is part of every figure; ``--wide`` makes every table 40 columns of mixed types with
+about 2 KB of values per row instead of 6 columns. The report names the variant that ran.
 
 Generates seeded wal2json landing zones (benchmarks/generate.py), then on ONE Spark session (dbt runs
 in-process on it, as in python_jobs/demo.py), in a scratch warehouse (WAL_LAKE_SPARK_DIR,
@@ -153,6 +158,7 @@ class Results:
     checks: list[tuple[str, bool, str]] = field(default_factory=list)
     goals: list[tuple[str, str, bool]] = field(default_factory=list)
     generated: dict = field(default_factory=dict)
+    variant: str = ""
 
     def stage(self, name: str) -> Stage | None:
         return next((s for s in self.stages if s.name == name), None)
@@ -455,8 +461,28 @@ def evaluate(results: Results, main_tag: str, histories: list[int], increment: i
         results.goals.append(("(info) wal_lake end to end vs whole peer PySpark job", f"{ratio:.2f}x", True))
 
 
+def variant(knobs: gen.Knobs) -> str:
+    """What the zones hold, in words, for the report."""
+    columns = gen.WIDE_COLUMNS if knobs.wide else gen.COLUMNS
+    shape = "wide" if knobs.wide else "narrow"
+    return (
+        f"{shape}: {len(columns)} columns, TOAST-able doc of {knobs.doc_bytes} B; key moves in "
+        f"{knobs.key_move_ratio:.1%} of updates; deletes {knobs.delete_ratio:.0%} of live-key touches, "
+        f"doc left out of {knobs.omitted_ratio:.0%} of updates, {knobs.replay_ratio:.0%} of files copied"
+    )
+
+
 def report(results: Results, parse_seconds: float | None) -> str:
-    out = [f"command: {results.command}", ""]
+    out = [f"command: {results.command}", f"variant: {results.variant}"]
+    main = results.generated.get(_short(results.changes))
+    if main:
+        out.append(
+            f"main zone (increment included): {main['changes']:,} changes, "
+            f"{main['bytes'] / 2**20:,.0f} MB in {main['files']} files + {main['copies']} copies; "
+            f"{main['inserts']:,} inserts, {main['updates']:,} updates ({main['key_moves']:,} key moves, "
+            f"{main['omitted']:,} without doc), {main['deletes']:,} deletes; {main['live']:,} live records"
+        )
+    out.append("")
     out.append(
         f"{'stage':<58} {'seconds':>8} {'changes':>11} {'changes/s':>11} {'vs parse':>8} {'peak MB':>8}"
     )
@@ -535,7 +561,7 @@ def main(argv: list[str] | None = None) -> int:
             bench.log(
                 f"generated {zone.changes:,} changes, {zone.lines:,} lines, {len(zone.files)} files + "
                 f"{len(zone.copies)} copies in {zone.seconds:.1f}s "
-                f"({zone.changes / zone.seconds:,.0f} changes/s)"
+                f"({zone.changes / zone.seconds:,.0f} changes/s); {zone.key_moves:,} key moves"
             )
             results.generated[_short(h)] = {
                 k: getattr(zone, k)
@@ -547,13 +573,20 @@ def main(argv: list[str] | None = None) -> int:
                     "updates",
                     "deletes",
                     "omitted",
+                    "key_moves",
                     "replayed_lines",
                     "live_before_increment",
                     "live",
                 )
-            } | {"files": len(zone.files), "copies": len(zone.copies)}
+            } | {
+                "files": len(zone.files),
+                "copies": len(zone.copies),
+                "bytes": sum(Path(p).stat().st_size for p in zone.landed_files() + zone.increment_files),
+            }
             zones[h] = zone
         results.knobs = asdict(knobs) | {"changes": args.changes}
+        results.variant = variant(knobs)
+        print(f"variant: {results.variant}")
         bench.start_spark()
         # The smaller histories first: the first also warms the JVM up before the reference is timed.
         for h in histories:
@@ -574,9 +607,10 @@ def main(argv: list[str] | None = None) -> int:
     failed = [c for c in results.checks if not c[1]]
     met = sum(1 for g in results.goals if g[2] and not g[0].startswith("(info)"))
     goals = sum(1 for g in results.goals if not g[0].startswith("(info)"))
+    shape = "wide" if args.wide else "narrow"
     print(
-        f"\nbench: {_short(args.changes)} changes, {goals} goals, {met} met, {len(failed)} checks failed, "
-        f"{time.monotonic() - started:.0f}s in all"
+        f"\nbench: {_short(args.changes)} changes ({shape}), {goals} goals, {met} met, "
+        f"{len(failed)} checks failed, {time.monotonic() - started:.0f}s in all"
     )
     return 1 if failed else 0
 

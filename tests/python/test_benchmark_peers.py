@@ -11,7 +11,15 @@ from pathlib import Path
 from benchmarks import generate as gen
 from benchmarks import peer_pyspark
 
-KNOBS = gen.Knobs(changes=600, tables=2, keys=60, touches_per_txn=4, lines_per_file=300, replay_ratio=0.5)
+KNOBS = gen.Knobs(
+    changes=600,
+    tables=2,
+    keys=60,
+    touches_per_txn=4,
+    lines_per_file=300,
+    replay_ratio=0.5,
+    key_move_ratio=0.2,
+)
 
 
 def _digest(root: Path) -> dict[str, str]:
@@ -25,7 +33,7 @@ def test_generator_is_deterministic(tmp_path):
     a = gen.generate(tmp_path / "a", KNOBS, progress=False)
     gen.generate(tmp_path / "b", KNOBS, progress=False)
     assert _digest(tmp_path / "a") == _digest(tmp_path / "b")
-    assert a.copies and a.deletes and a.omitted and a.changes == KNOBS.changes
+    assert a.copies and a.deletes and a.omitted and a.key_moves and a.changes == KNOBS.changes
     c = gen.generate(tmp_path / "c", gen.Knobs(**{**KNOBS.__dict__, "seed": KNOBS.seed + 1}), progress=False)
     assert _digest(tmp_path / "c") != _digest(tmp_path / "a")
     assert c.changes == a.changes
@@ -51,7 +59,9 @@ def _replay(zone: gen.Zone) -> dict[tuple, dict]:
                 if ch["action"] == "D":
                     state.pop(key, None)
                 else:
-                    state[key] = {**(state.get(key, {}) if ch["action"] == "U" else {}), **values}
+                    # An update's identity holds the old key: a key move carries the row over.
+                    old = [c["value"] for c in ch.get("identity") or []]
+                    state[key] = {**state.pop((*key[:2], json.dumps(old)), {}), **values}
             pending = []
     return state
 
