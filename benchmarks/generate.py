@@ -324,8 +324,10 @@ def generate(out: Path, knobs: Knobs, progress: bool = True) -> Zone:
     zone.files = [str(p) for p in history_files]
     zone.increment_files = [str(p) for p in writer.written] if knobs.holdback else []
     # Copies: a deterministic share of the history files, each doubled under a name sorting right after.
+    # Their own random stream, so the same files are copied whatever the other knobs drew.
     n_copies = max(1, round(len(history_files) * knobs.replay_ratio)) if knobs.replay_ratio else 0
-    for path in sorted(rng.sample(history_files, n_copies)) if n_copies else []:
+    copies = random.Random(knobs.seed).sample(history_files, n_copies) if n_copies else []
+    for path in sorted(copies):
         copy = path.with_name(f"{path.stem}_copy.jsonl")
         shutil.copyfile(path, copy)
         zone.copies.append(str(copy))
