@@ -1,7 +1,8 @@
 """Accounting for every line: per planned file, lines read = landed + rejected + control + pending.
 
-The lines read are counted from the files' text, apart from the transforms, so the identity is a check
-on them: a batch whose counts do not add up fails before it is marked done. ``RunSummary`` adds the
+The lines are counted from the transforms' outcomes (a narrow frame, one action); the landed ones are
+counted again in ``wal_events`` once written, so a line lost between the outcome and the write fails
+the batch before it is marked done. ``RunSummary`` adds the
 batches of a run up and checks the identity for the run and over everything ever landed.
 """
 
@@ -9,12 +10,12 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
-from python_jobs.ingest.changeset import ChangeSet, union_all
+from python_jobs.ingest.changeset import KIND_CONTROL as OUTCOME_CONTROL
+from python_jobs.ingest.changeset import KIND_EVENT, KIND_REJECT, ChangeSet, union_all
+from python_jobs.ingest.changeset import KIND_PENDING as OUTCOME_PENDING
 from python_jobs.ingest.errors import IngestError
-from python_jobs.ingest.landing import line_counts
 from python_jobs.ingest.ledger import FileState, PlannedFile
 
 KIND_LANDED = "landed"
@@ -82,44 +83,49 @@ class BatchResult:
         return sum(o.lines_read for o in self.files)
 
 
-def _line_stats(sets: list[ChangeSet]) -> dict[tuple[str, str], Row]:
-    """Per (file, kind): the count of lines, the first and last line and the greatest commit_lsn."""
+_KINDS_OF_OUTCOMES = {
+    KIND_EVENT: KIND_LANDED,
+    KIND_REJECT: KIND_REJECTED,
+    OUTCOME_CONTROL: KIND_CONTROL,
+    OUTCOME_PENDING: KIND_PENDING,
+}
 
-    def tag(df: DataFrame, kind: str, lsn: str | None = None) -> DataFrame:
-        return df.select(
-            "landing_file",
-            "landing_line",
-            F.lit(kind).alias("kind"),
-            (F.col(lsn) if lsn else F.lit(None)).cast("bigint").alias("commit_lsn"),
-        )
 
-    tagged = []
-    for cs in sets:
-        tagged += [
-            tag(cs.events, KIND_LANDED, "commit_lsn"),
-            tag(cs.rejects, KIND_REJECTED),
-            tag(cs.pending, KIND_PENDING),
-        ]
-        if cs.control is not None:
-            tagged.append(tag(cs.control, KIND_CONTROL))
-    stats = (
-        union_all(tagged)
-        .groupBy("landing_file", "kind")
-        .agg(
-            F.count("*").alias("n"),
-            F.min("landing_line").alias("first"),
-            F.max("landing_line").alias("last"),
-            F.max("commit_lsn").alias("lsn"),
-        )
+@dataclass(frozen=True)
+class LineStats:
+    """Per (file, kind) of the transforms' ``outcomes``: the count of lines, the first and the last."""
+
+    n: int
+    first: int
+    last: int
+
+
+def line_stats(sets: list[ChangeSet]) -> dict[tuple[str, str], LineStats]:
+    """Every line's outcome counted per file, from the transforms' narrow ``outcomes`` (one action)."""
+    outcomes = union_all([cs.outcomes for cs in sets])
+    stats = outcomes.groupBy("landing_file", "kind").agg(
+        F.count("*").alias("n"), F.min("landing_line").alias("first"), F.max("landing_line").alias("last")
     )
-    return {(r.landing_file, r.kind): r for r in stats.collect()}
+    return {
+        (r.landing_file, _KINDS_OF_OUTCOMES[r.kind]): LineStats(r.n, r.first, r.last) for r in stats.collect()
+    }
+
+
+def landing_count(stats: dict[tuple[str, str], LineStats]) -> dict[str, int]:
+    """Per file, its lines that land by the transforms' outcomes."""
+    return {path: s.n for (path, kind), s in stats.items() if kind == KIND_LANDED}
 
 
 def _outcome(
-    p: PlannedFile, lines_in_file: int, stats: dict[tuple[str, str], Row], checks_control: bool
+    p: PlannedFile,
+    stats: dict[tuple[str, str], LineStats],
+    written: dict[str, tuple[int, int]],
+    late: dict[str, int],
 ) -> FileOutcome:
-    """One file's outcome, checked: the counts add up and the pending lines are a tail of the file."""
+    """One file's outcome, checked: the events written and the late rejects are the lines that land by
+    the outcomes, the counts add up, and the pending lines are a tail of the file."""
     path = p.landing_file
+    lines_in_file = max((s.last for (f, _), s in stats.items() if f == path), default=0)
     if lines_in_file == 0 and p.file_size:
         # Lines and plan meet by the file's name: a name read differently from the listing's would
         # otherwise account for nothing and pass, and the file would be marked done unread.
@@ -129,10 +135,17 @@ def _outcome(
         )
     to_line = max(lines_in_file, p.from_line - 1)
     n_read = to_line - p.from_line + 1
-    landed, rejected, control, pending = (stats[(path, k)].n if (path, k) in stats else 0 for k in KINDS)
-    if not checks_control:
-        control = n_read - landed - rejected - pending
-    if landed + rejected + control + pending != n_read or control < 0:
+    counted = {k: stats[(path, k)].n if (path, k) in stats else 0 for k in KINDS}
+    landed, late_rejected = written.get(path, (0, None))[0], late.get(path, 0)
+    if landed + late_rejected != counted[KIND_LANDED]:
+        raise IngestError(
+            f"events written for {path} ({landed:,}) + rejected once parsed ({late_rejected:,}) != its "
+            f"lines that land ({counted[KIND_LANDED]:,}) (a transform bug)"
+        )
+    rejected = counted[KIND_REJECTED] + late_rejected
+    control, pending = counted[KIND_CONTROL], counted[KIND_PENDING]
+    # The lines counted are the lines of the file from from_line on: none lost between them.
+    if landed + rejected + control + pending != n_read:
         raise IngestError(
             f"accounting identity broken for {path}: read {n_read} != landed {landed} + rejected "
             f"{rejected} + control {control} + pending {pending} (a transform bug)"
@@ -157,18 +170,20 @@ def _outcome(
 
 
 def file_outcomes(
-    spark: SparkSession, sets: list[ChangeSet], plan: list[PlannedFile]
+    plan: list[PlannedFile],
+    stats: dict[tuple[str, str], LineStats],
+    written: dict[str, tuple[int, int]],
+    late: dict[str, int],
 ) -> tuple[list[FileOutcome], dict[str, int]]:
-    """Per planned file its checked outcome; and per source the greatest commit_lsn landed."""
-    lines_in_file = line_counts(spark, sorted({p.landing_file for p in plan}))
-    stats = _line_stats(sets)
-    # A transform that leaves ChangeSet.control None has its control lines counted as the remainder.
-    checks_control = all(cs.control is not None for cs in sets)
-    outcomes = [_outcome(p, lines_in_file.get(p.landing_file, 0), stats, checks_control) for p in plan]
+    """Per planned file its checked outcome; and per source the greatest commit_lsn landed.
+
+    ``written``: per file, (events written, their greatest commit_lsn); ``late``: per file, the lines
+    that land by the outcomes but were rejected once parsed in full."""
+    outcomes = [_outcome(p, stats, written, late) for p in plan]
     landed_max: dict[str, int] = {}
     for p in plan:
-        if (p.landing_file, KIND_LANDED) in stats:
-            lsn = stats[(p.landing_file, KIND_LANDED)].lsn
+        if p.landing_file in written and written[p.landing_file][0]:
+            lsn = written[p.landing_file][1]
             landed_max[p.source_id] = max(lsn, landed_max.get(p.source_id, lsn))
     return outcomes, landed_max
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
     ArrayType,
@@ -115,6 +115,13 @@ class ChangeSet:
 
     ``upstream`` lists frames that ``shared`` reads more than once (by two branches of its plan); the
     job persists them too, before ``shared``, so that each is computed once.
+
+    ``outcomes`` is every line with its ``kind`` (``landing_file``, ``landing_line``, ``kind``): what
+    the job counts. ``events`` are the lines of kind event, less ``late_rejects`` when the transform
+    gives them: lines that land by their framing but whose content turned out unusable once parsed
+    in full. ``rejects`` holds every reject (``early_rejects``, known from ``outcomes``, and the late).
+    The job writes the events, counts what was written, and computes ``late_rejects`` only when
+    fewer events were written than ``outcomes`` has lines of kind event.
     """
 
     events: DataFrame
@@ -123,6 +130,9 @@ class ChangeSet:
     control: DataFrame | None = None
     shared: DataFrame | None = None
     upstream: tuple[DataFrame, ...] = ()
+    outcomes: DataFrame | None = None
+    early_rejects: DataFrame | None = None
+    late_rejects: DataFrame | None = None
 
 
 # Columns of EVENTS_SCHEMA that only some formats fill; a transform that does not name one gives nulls.
@@ -143,20 +153,44 @@ def conform(df: DataFrame, schema: StructType) -> DataFrame:
     )
 
 
-def split_classified(shared: DataFrame, events: DataFrame, upstream: tuple[DataFrame, ...] = ()) -> ChangeSet:
+def split_classified(
+    shared: DataFrame,
+    events: DataFrame,
+    upstream: tuple[DataFrame, ...] = (),
+    late_rejects: DataFrame | None = None,
+    early_rejects: DataFrame | None = None,
+) -> ChangeSet:
     """A format's classified lines (with ``kind`` and ``reason``) and the events it built from them ->
-    ChangeSet. Rejects, pending and control lines are split off alike whatever the format."""
-    rejects = shared.where(F.col("kind") == KIND_REJECT).select(
-        "source_id", "landing_file", "landing_line", F.col("line").alias("raw_line"), "reason"
-    )
+    ChangeSet. Rejects, pending and control lines are split off alike whatever the format; the
+    rejects from ``shared``'s ``line`` unless the format gives ``early_rejects`` of its own."""
+    if early_rejects is None:
+        early_rejects = shared.where(F.col("kind") == KIND_REJECT).select(
+            "source_id", "landing_file", "landing_line", F.col("line").alias("raw_line"), "reason"
+        )
+    early = conform(early_rejects, REJECTS_SCHEMA)
+    late = conform(late_rejects, REJECTS_SCHEMA) if late_rejects is not None else None
     return ChangeSet(
         events=conform(events, EVENTS_SCHEMA),
-        rejects=conform(rejects, REJECTS_SCHEMA),
+        rejects=early if late is None else early.unionByName(late),
         pending=conform(shared.where(F.col("kind") == KIND_PENDING), PENDING_SCHEMA),
         control=conform(shared.where(F.col("kind") == KIND_CONTROL), PENDING_SCHEMA),
         shared=shared,
         upstream=upstream,
+        outcomes=shared.select("source_id", "landing_file", "landing_line", "kind"),
+        early_rejects=early,
+        late_rejects=late,
     )
+
+
+def number_files(lines: DataFrame) -> DataFrame:
+    """``lines`` with ``file_no``, a number per (source, file) of the batch. The job's lines have it
+    already; lines built by hand (tests) get their files numbered in name order here."""
+    if "file_no" in lines.columns:
+        return lines
+    files = lines.select("source_id", "landing_file").distinct()
+    in_name_order = Window.orderBy("source_id", "landing_file")
+    numbered = files.select("*", F.dense_rank().over(in_name_order).alias("file_no"))
+    return lines.join(F.broadcast(numbered), on=["source_id", "landing_file"], how="inner")
 
 
 def union_all(frames: list[DataFrame]) -> DataFrame:

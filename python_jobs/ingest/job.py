@@ -22,8 +22,15 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from python_jobs.ingest import table_keys
-from python_jobs.ingest.accounting import BatchResult, RunSummary, file_outcomes
-from python_jobs.ingest.changeset import FORMAT_DEBEZIUM, ChangeSet, union_all
+from python_jobs.ingest.accounting import (
+    KIND_REJECTED,
+    BatchResult,
+    RunSummary,
+    file_outcomes,
+    landing_count,
+    line_stats,
+)
+from python_jobs.ingest.changeset import FORMAT_DEBEZIUM, REJECTS_SCHEMA, ChangeSet, union_all
 from python_jobs.ingest.errors import IngestError
 from python_jobs.ingest.landing import LandingFile, list_files, read_lines
 from python_jobs.ingest.ledger import (
@@ -63,8 +70,11 @@ BATCH_PARTITION_BYTES = 32 * 2**20
 def extract(spark: SparkSession, plan: list[PlannedFile]) -> DataFrame:
     """The planned files as numbered lines (with each file's ``source_format``)."""
     plan_df = spark.createDataFrame(
-        [(p.landing_file, p.source_id, p.source_format, p.from_line) for p in plan],
-        "landing_file string, source_id string, source_format string, from_line bigint",
+        [
+            (p.landing_file, no, p.source_id, p.source_format, p.from_line)
+            for no, p in enumerate(sorted(plan, key=lambda p: p.landing_file))
+        ],
+        "landing_file string, file_no int, source_id string, source_format string, from_line bigint",
     )
     return read_lines(spark, plan_df, sorted({p.landing_file for p in plan}))
 
@@ -123,16 +133,37 @@ def load(
     sets: list[ChangeSet],
     frontiers: dict[str, int | None],
 ) -> BatchResult:
-    """Write one batch's outputs exactly once, then mark it done (the ``wal_files`` commit)."""
+    """Write one batch's outputs exactly once, then mark it done (the ``wal_files`` commit).
+
+    The events are written first and counted back from ``wal_events``; only when fewer landed than the
+    outcomes say are the late rejects computed (their lines are parsed again), so a batch of clean
+    lines is parsed once."""
     spark = ledger.spark
     stamp = [F.lit(batch_id).alias("batch_id"), F.lit(planned_at).alias("ingested_at")]
-    outcomes, landed_max = file_outcomes(spark, sets, plan)
+    stats = line_stats(sets)
     for cs in sets:  # the counts above computed every line's outcome into the shared frames
         for df in cs.upstream:
             df.unpersist()
 
     ledger.append(EVENTS, union_all([cs.events for cs in sets]).select("*", *stamp), batch_id)
-    ledger.append(REJECTS, union_all([cs.rejects for cs in sets]).select("*", *stamp), batch_id)
+    written = ledger.batch_events(batch_id)
+    # The early rejects' text is read again from the files: only when there are any.
+    any_early = any(kind == KIND_REJECTED for _, kind in stats)
+    rejects = [cs.early_rejects for cs in sets] if any_early else [spark.createDataFrame([], REJECTS_SCHEMA)]
+    late: dict[str, int] = {}
+    late_frame = None
+    if any(written.get(path, (0, None))[0] != n for path, n in landing_count(stats).items()):
+        late_sets = [cs.late_rejects for cs in sets if cs.late_rejects is not None]
+        if late_sets:
+            late_frame = union_all(late_sets).persist(StorageLevel.MEMORY_AND_DISK)
+            late = {r.landing_file: r["count"] for r in late_frame.groupBy("landing_file").count().collect()}
+            rejects.append(late_frame)
+    try:
+        ledger.append(REJECTS, union_all(rejects).select("*", *stamp), batch_id)
+        outcomes, landed_max = file_outcomes(plan, stats, written, late)
+    finally:
+        if late_frame is not None:
+            late_frame.unpersist()
     advanced = _advanced_frontiers(frontiers, landed_max, plan)
     frontier_rows = [(s, lsn, batch_id, planned_at) for s, lsn in advanced.items()]
     ledger.append(

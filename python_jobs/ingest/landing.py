@@ -146,24 +146,11 @@ def _read_file_path() -> Column:
     return F.url_decode(F.replace(F.col("_metadata.file_path"), F.lit("+"), F.lit("%2B")))
 
 
-def line_counts(spark: SparkSession, paths: list[str]) -> dict[str, int]:
-    """Lines per file, counted from the text alone (a check on what the transforms account for).
-
-    A line-by-line read (split across tasks, nothing parsed) with ``\\n`` as the only separator, as
-    ``read_lines`` splits: a trailing newline ends the last line, a lone ``\\r`` is part of a line."""
-    counted = (
-        spark.read.option("lineSep", "\n")
-        .text(_readable(paths))
-        .groupBy(_read_file_path().alias("landing_file"))
-        .count()
-    )
-    return {r.landing_file: r["count"] for r in counted.collect()}
-
-
 def read_lines(spark: SparkSession, plan: DataFrame, paths: list[str]) -> DataFrame:
-    """The planned files as numbered lines: (source_id, landing_file, landing_line, line, source_format).
+    """The planned files as numbered lines: (source_id, landing_file, file_no, landing_line, line,
+    source_format).
 
-    ``plan`` has (landing_file, source_id, source_format, from_line); a file is read whole (so a
+    ``plan`` has (landing_file, file_no, source_id, source_format, from_line); a file is read whole (so a
     file must fit in one task's memory, and below 2 GB) and only lines from ``from_line`` on are kept.
     A trailing newline does not make an extra empty line; ``\\r\\n`` endings lose their ``\\r``.
     """
@@ -180,14 +167,23 @@ def read_lines(spark: SparkSession, plan: DataFrame, paths: list[str]) -> DataFr
     )
     return (
         files.select(
-            "source_id", "landing_file", "source_format", "from_line", F.posexplode(F.split("value", "\n"))
+            "source_id",
+            "landing_file",
+            "file_no",
+            "source_format",
+            "from_line",
+            F.posexplode(F.split("value", "\n")),
         )
         .where(F.col("pos") + 1 >= F.col("from_line"))
         .select(
             "source_id",
             "landing_file",
+            "file_no",
             (F.col("pos") + 1).cast("bigint").alias("landing_line"),
-            F.regexp_replace("col", "\r$", "").alias("line"),
+            # A test, not a regex: a regex is tried at every position of the line.
+            F.when(F.col("col").endswith("\r"), F.expr("substring(col, 1, length(col) - 1)"))
+            .otherwise(F.col("col"))
+            .alias("line"),
             "source_format",
         )
     )

@@ -180,6 +180,18 @@ class Ledger:
             highest = highest.unionByName(self.table(table).select("batch_id"))
         return max(highest.agg(F.max("batch_id")).first()[0] or 0, done), planned
 
+    def batch_events(self, batch_id: int) -> dict[str, tuple[int, int]]:
+        """Per file, the events a batch wrote and their greatest commit_lsn (data skipping on batch_id
+        keeps this to the batch's own files)."""
+        rows = (
+            self.table(EVENTS)
+            .where(F.col("batch_id") == batch_id)
+            .groupBy("landing_file")
+            .agg(F.count("*").alias("n"), F.max("commit_lsn").alias("lsn"))
+            .collect()
+        )
+        return {r.landing_file: (r.n, r.lsn) for r in rows}
+
     def plan_of(self, batch_id: int) -> tuple[datetime | None, list[PlannedFile]]:
         """(when the batch was planned, its files), as written; (None, []) for a batch never planned."""
         rows = self.table(BATCHES).where(F.col("batch_id") == batch_id).collect()

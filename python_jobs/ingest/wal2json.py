@@ -29,7 +29,7 @@ Rules (docs/ingestion.md has the why):
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, StringType
 
@@ -39,6 +39,7 @@ from python_jobs.ingest.changeset import (
     KIND_EVENT,
     KIND_REJECT,
     ChangeSet,
+    number_files,
     split_classified,
 )
 from python_jobs.ingest.wal2json_framing import classify, number_in_files
@@ -51,8 +52,11 @@ from python_jobs.ingest.wal2json_records import (
     RECORD_SCHEMA,
     ROW_CODES,
     column_names,
+    content_error,
+    full_record,
     has_key,
     key_text,
+    parse,
     values_map,
 )
 
@@ -62,7 +66,8 @@ __all__ = ["RECORD_SCHEMA", "transform"]
 STANDALONE_IDX = -1
 
 
-def _events(classified: DataFrame) -> DataFrame:
+def _events(parsed: DataFrame) -> DataFrame:
+    """Lines that land, fully parsed and framed -> the events (EVENTS_SCHEMA's columns)."""
     r = F.col("r")
     code = F.col("code")
     standalone = F.col("non_tx_message")
@@ -88,7 +93,7 @@ def _events(classified: DataFrame) -> DataFrame:
     action = F.when(code == CODE_INSERT, F.lit(ACTION_INSERT))
     for wal_code, name in list(ACTIONS.items())[1:]:
         action = action.when(code == wal_code, F.lit(name))
-    return classified.where(F.col("kind") == KIND_EVENT).select(
+    return parsed.select(
         "source_id",
         F.when(standalone, F.col("lsn_value")).otherwise(F.col("commit_lsn")).alias("commit_lsn"),
         F.when(standalone, F.lit(STANDALONE_IDX)).otherwise(F.col("commit_idx")).alias("commit_idx"),
@@ -118,26 +123,90 @@ def _events(classified: DataFrame) -> DataFrame:
     )
 
 
-def transform(lines: DataFrame) -> ChangeSet:
-    """wal2json lines (source_id, landing_file, landing_line, line) -> ChangeSet."""
+def _classified(lines: DataFrame) -> tuple[DataFrame, DataFrame]:
+    """(the lines' framing fields numbered in their files, every line with its outcome): ``kind``,
+    ``reason`` and, for the lines that land, their position; framed from the framing fields alone,
+    without the lines' text."""
     numbered = number_in_files(lines)
-    classified = classify(numbered)
-    # What the outputs need, and no more: the job persists this frame for the batch, and the raw
-    # text of a line is only kept where it is rejected.
-    shared = classified.select(
+    kind = F.col("kind")
+    landing = kind == KIND_EVENT
+    return numbered, classify(numbered).select(
         "source_id",
+        "file_no",
         "landing_file",
         "landing_line",
         "kind",
         "reason",
-        F.when(F.col("kind") == KIND_REJECT, F.col("line")).alias("line"),
-        F.when(F.col("kind") == KIND_EVENT, F.col("r")).alias("r"),
-        "code",
-        "non_tx_message",
-        "lsn_value",
-        "xid_value",
-        "commit_lsn",
-        "commit_idx",
-        "commit_ts",
+        # A row change rejected by its framing whose content is unusable too is rejected for its
+        # content, as a full parse of every line would have it (see _with_text).
+        ((kind == KIND_REJECT) & F.col("line_error").isNull() & F.col("code").isin(ROW_CODES)).alias(
+            "content_first"
+        ),
+        F.when(landing, F.col("commit_lsn")).alias("commit_lsn"),
+        F.when(landing, F.col("commit_idx")).alias("commit_idx"),
+        F.when(landing, F.col("commit_ts")).alias("commit_ts"),
     )
-    return split_classified(shared, _events(shared), upstream=(numbered,))
+
+
+def _line_key() -> Column:
+    """One long per line of a batch: its file's number and its line number."""
+    return (F.col("file_no").cast("long") * F.lit(1 << 32) + F.col("landing_line")).alias("line_key")
+
+
+def _with_text(lines: DataFrame, classified: DataFrame) -> DataFrame:
+    """The ``classified`` lines (a few, or a few columns each) with their text from ``lines``.
+
+    Broadcast under a single long key, so the lines are matched where they are read, without a
+    shuffle of their text."""
+    keyed = classified.select(_line_key(), *[c for c in classified.columns if c not in lines.columns])
+    joined = lines.select("*", _line_key()).join(F.broadcast(keyed), on="line_key", how="inner")
+    return joined.drop("line_key")
+
+
+def _early_rejects(lines: DataFrame, classified: DataFrame) -> DataFrame:
+    """The lines the framing rejects, with their text and reason."""
+    rejected = _with_text(
+        lines,
+        classified.where(F.col("kind") == KIND_REJECT).select(
+            "file_no", "landing_line", "reason", "content_first"
+        ),
+    )
+    content = content_error(full_record(F.col("line")))
+    reason = F.when(F.col("content_first"), F.coalesce(content, F.col("reason"))).otherwise(F.col("reason"))
+    return rejected.select(
+        "source_id",
+        "landing_file",
+        "landing_line",
+        F.col("line").alias("raw_line"),
+        reason.alias("reason"),
+    )
+
+
+def transform(lines: DataFrame) -> ChangeSet:
+    """wal2json lines (source_id, landing_file, landing_line, line[, file_no]) -> ChangeSet.
+
+    Two reads of the lines, no shuffle of a parsed line: the framing fields of every line are
+    classified (``_classified``, the frame the job persists and counts), then the lines that land are
+    parsed in full where they are read. A line that lands by its framing but whose content is
+    unusable is one of ``late_rejects``, with its reason."""
+    lines = number_files(lines)
+    numbered, classified = _classified(lines)
+    landing = classified.where(F.col("kind") == KIND_EVENT).select(
+        "file_no", "landing_line", "commit_lsn", "commit_idx", "commit_ts"
+    )
+    parsed = parse(_with_text(lines, landing))
+    events = _events(parsed.where(F.col("line_error").isNull()))
+    late_rejects = parsed.where(F.col("line_error").isNotNull()).select(
+        "source_id",
+        "landing_file",
+        "landing_line",
+        F.col("line").alias("raw_line"),
+        F.col("line_error").alias("reason"),
+    )
+    return split_classified(
+        classified,
+        events,
+        upstream=(numbered,),
+        late_rejects=late_rejects,
+        early_rejects=_early_rejects(lines, classified),
+    )

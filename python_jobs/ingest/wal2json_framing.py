@@ -8,7 +8,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from python_jobs.ingest.changeset import KIND_CONTROL, KIND_EVENT, KIND_PENDING, KIND_REJECT
-from python_jobs.ingest.wal2json_records import CHANGE_CODES, CODE_BEGIN, CODE_COMMIT, parse
+from python_jobs.ingest.wal2json_records import CHANGE_CODES, CODE_BEGIN, CODE_COMMIT, parse_framing
 
 REASON_OUTSIDE = "change outside a transaction"
 REASON_COMMIT_WITHOUT_BEGIN = "commit without begin"
@@ -32,7 +32,7 @@ def number_in_files(lines: DataFrame) -> DataFrame:
         .orderBy("landing_line")
         .rowsBetween(Window.unboundedPreceding, 0)
     )
-    return parse(lines).withColumn("file_txn", F.sum(_is_begin().cast("int")).over(in_file_running))
+    return parse_framing(lines).withColumn("file_txn", F.sum(_is_begin().cast("int")).over(in_file_running))
 
 
 def _number_transactions(numbered: DataFrame) -> DataFrame:

@@ -122,22 +122,32 @@ def columns_ok(cols: Column) -> Column:
     return no_null & (F.size(F.array_distinct(found)) == F.size(found))
 
 
-def parse(lines: DataFrame) -> DataFrame:
-    """Lines -> lines with the parsed record ``r`` and the per-line checks (no ordering yet)."""
-    quoted = F.regexp_replace(F.col("line"), F.lit(_NUMBER_VALUE), F.lit('$1"$2"'))
-    r = F.col("r")
+# The fields that frame transactions, read without building a line's column arrays (``json_tuple``
+# walks the object once and skips nested values).
+FRAMING_FIELDS = ("action", "xid", "lsn", "timestamp", "transactional")
+
+
+def _framing_error(line: Column, r: Column, malformed: Column) -> Column:
+    """The checks a line's framing fields alone decide (empty, malformed, action, lsn, xid)."""
     code = r["action"]
     non_tx_message = (code == CODE_MESSAGE) & (F.lower(r["transactional"]) == "false")
-    is_row_change = code.isin(ROW_CODES)
-    values_src = F.when(code == CODE_DELETE, r["identity"]).otherwise(r["columns"])
-    line_error = (
-        F.when(F.trim(F.col("line")) == "", F.lit(REASON_EMPTY))
-        .when(r.isNull() | r[CORRUPT].isNotNull(), F.lit(REASON_MALFORMED))
+    return (
+        F.when(F.trim(line) == "", F.lit(REASON_EMPTY))
+        .when(malformed, F.lit(REASON_MALFORMED))
         .when(code.isNull(), F.lit(REASON_NO_ACTION))
         .when(~code.isin(KNOWN_CODES), F.concat(F.lit("unknown action '"), code, F.lit("'")))
         .when(F.col("lsn_value").isNull(), F.lit(REASON_BAD_LSN))
         .when(F.col("xid_value").isNull() & ~non_tx_message, F.lit(REASON_BAD_XID))
-        .when(is_row_change & r["pk"].isNull(), F.lit(REASON_NO_PK))
+    )
+
+
+def content_error(r: Column) -> Column:
+    """The checks of a row change's columns, identity and key (null for any other record)."""
+    code = r["action"]
+    is_row_change = code.isin(ROW_CODES)
+    values_src = F.when(code == CODE_DELETE, r["identity"]).otherwise(r["columns"])
+    return (
+        F.when(is_row_change & r["pk"].isNull(), F.lit(REASON_NO_PK))
         .when(is_row_change & values_src.isNull(), F.lit(REASON_NO_VALUES))
         .when(is_row_change & ~columns_ok(values_src), F.lit(REASON_BAD_COLUMNS))
         .when(
@@ -156,11 +166,58 @@ def parse(lines: DataFrame) -> DataFrame:
             F.lit(REASON_KEY_MISSING),
         )
     )
+
+
+def _with_codes(parsed: DataFrame, line_error: Column) -> DataFrame:
+    r = F.col("r")
+    code = r["action"]
+    non_tx_message = (code == CODE_MESSAGE) & (F.lower(r["transactional"]) == "false")
     return (
-        lines.withColumn("r", F.from_json(quoted, RECORD_SCHEMA, {"mode": "PERMISSIVE"}))
-        .withColumn("lsn_value", lsn_to_bigint(r["lsn"]))
+        parsed.withColumn("lsn_value", lsn_to_bigint(r["lsn"]))
         .withColumn("xid_value", r["xid"].cast("bigint"))
         .withColumn("line_error", line_error)
         .withColumn("code", F.when(F.col("line_error").isNull(), code))
         .withColumn("non_tx_message", F.coalesce(non_tx_message, F.lit(False)))
     )
+
+
+def full_record(line: Column) -> Column:
+    """The whole record, numbers in ``value`` kept as their exact text."""
+    quoted = F.regexp_replace(line, F.lit(_NUMBER_VALUE), F.lit('$1"$2"'))
+    return F.from_json(quoted, RECORD_SCHEMA, {"mode": "PERMISSIVE"})
+
+
+def parse(lines: DataFrame) -> DataFrame:
+    """Lines -> lines with the parsed record ``r`` and every per-line check in ``line_error``."""
+    r = F.col("r")
+    malformed = r.isNull() | r[CORRUPT].isNotNull()
+    framing = _framing_error(F.col("line"), r, malformed)
+    return _with_codes(
+        lines.withColumn("r", full_record(F.col("line"))),
+        F.when(framing.isNotNull(), framing).otherwise(content_error(r)),
+    )
+
+
+def parse_framing(lines: DataFrame) -> DataFrame:
+    """Lines -> lines with the framing fields in ``r`` (action, xid, lsn, timestamp, transactional) and
+    the checks they decide in ``line_error``, without the line's text; what the framing needs, at a
+    fraction of a full parse.
+
+    The checks of a row change's content (``content_error``) are left to the full parse of the
+    lines that land. ``json_tuple`` gives nulls for a line that is not a JSON object; only such a line
+    is parsed in full here, to tell a malformed line from one without an action."""
+    fields = F.json_tuple(F.col("line"), *FRAMING_FIELDS)
+    tupled = lines.select("*", fields.alias(*(f"_{name}" for name in FRAMING_FIELDS)))
+    r = F.struct(*(F.col(f"_{name}").alias(name) for name in FRAMING_FIELDS))
+    parsed = tupled.withColumn("r", r).drop(*(f"_{name}" for name in FRAMING_FIELDS))
+    # One reference to the full parse, under the condition: a second one would let Spark's common
+    # subexpression elimination parse every line in full.
+    whole = F.from_json(F.col("line"), RECORD_SCHEMA, {"mode": "PERMISSIVE"})
+    malformed = F.when(F.col("r.action").isNull(), F.coalesce(whole[CORRUPT].isNotNull(), F.lit(True)))
+    # Only what the framing reads is carried (it shuffles and caches these rows): the action, and the
+    # time of a commit; not the text.
+    r = F.col("r")
+    kept = F.struct(
+        r["action"].alias("action"), F.when(r["action"] == CODE_COMMIT, r["timestamp"]).alias("timestamp")
+    )
+    return _with_codes(parsed, _framing_error(F.col("line"), r, malformed)).drop("line").withColumn("r", kept)
