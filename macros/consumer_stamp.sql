@@ -5,22 +5,11 @@
     that seq belongs to; `subscriptions`, the fingerprint of the consumers it was applied for.
     The mark rides on the same atomic commit as the rows: a crash leaves both or neither.
     None when no stamped commit is found (or not executing); a field the stamp lacks is none.
-    Read once per invocation (`invocation_cache`): the model's rendering and its materialization
-    both ask.
 -#}
 {% macro consumer_stamp(relation) %}
     {%- if not execute -%}
         {{ return(none) }}
     {%- endif -%}
-    {%- set cache = invocation_cache('consumer_stamp') -%}
-    {%- set key = relation | string -%}
-    {%- if key not in cache -%}
-        {%- do cache.update({key: read_consumer_stamp(relation)}) -%}
-    {%- endif -%}
-    {{ return(cache[key]) }}
-{% endmacro %}
-
-{% macro read_consumer_stamp(relation) %}
     {%- set history = run_query('describe history ' ~ relation ~ ' limit 50') -%}
     {%- for row in history.rows -%}
         {%- set metadata = row['userMetadata'] -%}

@@ -5,11 +5,13 @@
     it left out (an unchanged TOASTed value, Debezium's unavailable placeholder: absent from the
     map, not null). A touch that moved the row from another key carries that key's record as `base`
     (`key_move_bases`): the columns it left out come from there, whatever its action.
-    `sorted`: the touches are already in seq order (`sort_by_seq`), so they are not sorted again.
 -#}
-{% macro fold_record(touches, start_record, sorted=false) -%}
+{% macro fold_record(touches, start_record) -%}
     aggregate(
-        {{ touches if sorted else sort_by_seq(touches) }},
+        array_sort(
+            {{ touches }},
+            (l, r) -> case when l.seq < r.seq then -1 when l.seq > r.seq then 1 else 0 end
+        ),
         {{ start_record }},
         (acc, t) -> case
             when t.action in ('insert', 'read') and t.base is null then t.record

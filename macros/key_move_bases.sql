@@ -1,45 +1,27 @@
 {#-
-    CTE definitions ending in `move_bases`: for every touch of `touches` that moved a row from
-    another key (`is_key_change`), the old key's last live record just before the move, the `base`
-    fold_record lays the move over. One row per move: `table_key` columns, `record_pk` (the new
-    key), `seq`, `base`.
+    CTE definitions (for a `with recursive` clause) ending in `move_bases`: for every touch of
+    `touches` that moved a row from another key (`is_key_change`), the old key's last live record
+    just before the move, the `base` fold_record lays the move over. One row per move: `table_key`
+    columns, `record_pk` (the new key), `seq`, `base`.
 
     The old key's record before the move is its last touch that sent the whole row (an insert or a
     snapshot read), its record before the run (`starting_records`, or none), or the row an earlier
     move brought there, with the updates since laid over it. Deletes are skipped: a Debezium key
     change deletes the old key just before it creates the new one, and the move must carry the
-    values from before that delete.
-
-    An earlier move onto the old key makes a chain (A -> B -> C, A -> B -> A). Each move knows the
-    move before it in its chain (`previous_move_seq`) and what it carries over that move's row
-    (`carried`); its base is what every move of the chain up to it carried, laid over one another
-    oldest first. Laying records over one another is associative, so the chains resolve by pointer
-    jumping: step r lays, for every move, what the 2^(r-1) moves before it carried under its own,
-    and jumps to the move before those. `longest_chain` (at most how many moves one row makes,
-    `key_move_chain_bound`) sets the steps: log2 of it, none without chains. A fixed number of
-    joins over the few moves, and no recursion, which Spark would re-plan and re-run from the
-    touches on every level. A chain longer than var `wal_lake_max_key_move_chain` (default 100)
-    fails the build, as before.
+    values from before that delete. An earlier move onto the old key makes a chain (A -> B -> C,
+    A -> B -> A): the recursion resolves it move by move, oldest first, at most
+    `wal_lake_max_key_move_chain` moves of one row in one build.
     `broadcast`: the moves are few; broadcast them so only the touches of moved-from keys shuffle.
 -#}
-{% macro key_move_bases(touches, starting_records, table_key, broadcast=true, longest_chain=none) -%}
+{% macro key_move_bases(touches, starting_records, table_key, broadcast=true) -%}
     {%- set is_move = is_key_change('earlier.') -%}
     {%- set moves_table_key = 'moves.' ~ table_key | join(', moves.') -%}
+    {%- set links_table_key = 'move_links.' ~ table_key | join(', move_links.') -%}
     {%- set starting_record = 'first(starting.record, true)' if starting_records else null_record() -%}
     {%- set starting_join = (
         'left join ' ~ starting_records ~ ' as starting on '
         ~ columns_equal('moves', 'starting', table_key) ~ ' and moves.moved_from_pk = starting.record_pk'
     ) if starting_records else '' -%}
-    {%- set limit = var('wal_lake_max_key_move_chain', 100) | int -%}
-    {%- set longest = [limit if longest_chain is none else longest_chain | int, limit] | min -%}
-    {#- Steps: the least r with 2^r >= longest. -#}
-    {%- set steps = namespace(count=0, span=1) -%}
-    {%- for _ in range(64) -%}
-        {%- if steps.span < longest -%}
-            {%- set steps.count = steps.count + 1 -%}
-            {%- set steps.span = steps.span * 2 -%}
-        {%- endif -%}
-    {%- endfor -%}
     moves as (
 
         select
@@ -98,15 +80,15 @@
 
     -- What each move carries: the old key's whole row with its later updates laid over, or, when
     -- an earlier move brought the row to the old key, that move's record and updates, to be laid
-    -- over the earlier move's own base (`previous_move_seq`). Step 0 of the jumps: each move's
-    -- span is itself, and it jumps to the move before it.
-    move_jumps_0 as (
+    -- over the earlier move's own base (`previous_move_seq`).
+    move_links as (
 
         select
             {{ table_key | join(', ') }},
             record_pk,
+            moved_from_pk,
             seq,
-            case when anchor.is_move then anchor.seq end as jump,
+            case when anchor.is_move then anchor.seq end as previous_move_seq,
             aggregate(
                 array_sort(
                     filter(updates, u -> anchor is null or u.seq > anchor.seq),
@@ -114,51 +96,37 @@
                 ),
                 coalesce(anchor.record, starting_record),
                 (acc, u) -> {{ overlay_record('acc', 'u.record') }}
-            ) as carried,
-            1 as span
+            ) as carried
 
         from move_anchors
 
     ),
 
-    -- Each step: what the moves of the chain just before a move's span carried, laid under it.
-    {%- for step in range(1, steps.count + 1) %}
-
-    move_jumps_{{ step }} as (
-
-        select {% if broadcast %}/*+ broadcast(before) */ {% endif %}
-            {{ 'jumps.' ~ table_key | join(', jumps.') }},
-            jumps.record_pk,
-            jumps.seq,
-            before.jump,
-            {{ overlay_record('before.carried', 'jumps.carried') }} as carried,
-            jumps.span + coalesce(before.span, 0) as span
-
-        from move_jumps_{{ step - 1 }} as jumps
-        left join move_jumps_{{ step - 1 }} as before
-            on
-                {{ columns_equal('jumps', 'before', table_key) }}
-                and before.seq = jumps.jump
-
-    ),
-    {%- endfor %}
-
-    move_bases as (
+    move_bases max recursion level {{ var('wal_lake_max_key_move_chain', 100) }} as (
 
         select
             {{ table_key | join(', ') }},
             record_pk,
             seq,
-            case
-                when jump is not null or span > {{ limit }}
-                    then raise_error(
-                        'a row moved to a new key more than {{ limit }} times in one build '
-                        || '(var wal_lake_max_key_move_chain)'
-                    )
-                else carried
-            end as base
+            carried as base
 
-        from move_jumps_{{ steps.count }}
+        from move_links
+        where previous_move_seq is null
+
+        union all
+
+        select
+            {{ links_table_key }},
+            move_links.record_pk,
+            move_links.seq,
+            {{ overlay_record('move_bases.base', 'move_links.carried') }} as base
+
+        from move_links
+        inner join move_bases
+            on
+                {{ columns_equal('move_links', 'move_bases', table_key) }}
+                and move_links.moved_from_pk = move_bases.record_pk
+                and move_links.previous_move_seq = move_bases.seq
 
     )
 {%- endmacro %}

@@ -1,15 +1,14 @@
 {#-
     Applies the changes of sequin_events with seq in (consumed, upto] to every subscribed consumer.
 
-    sequin -> touched_tables (+ subscriptions) -> subscribed_tables
-    sequin -> flattenable (keyed rows, truncates) + subscribed_tables -> subscribed
-                                       subscribed -> truncates          (only when the run has some)
+    sequin -> flattenable (keyed rows, truncates) -> touched_tables (+ subscriptions) -> subscribed_tables
+    flattenable + subscribed_tables -> subscribed -> truncates
                                        subscribed -> touches -> live_touches (minus what a truncate voided)
-    this (+ truncates) -> existing -> starting_records (the touched keys' records only)
+    this (+ truncates) -> existing -> starting_records
     live_touches + starting_records -> key_move_bases -> move_bases   (only when a key moved)
     live_touches + move_bases -> touches_with_bases
     touches_with_bases + starting_records -> flattened (fold in seq order) -> applied
-    existing, untouched since a truncate of its table -> truncated   (only when the run has some)
+    existing, untouched since a truncate of its table -> truncated
     applied + truncated -> combined -> final
 
     It rebuilds itself in full (`should_full_refresh`) when its stamp no longer matches what it was
@@ -49,20 +48,9 @@
     A few key moves are broadcast, so only the touches of moved-from keys are shuffled; a mass
     re-key falls back to a shuffle join.
 -#}
-{%- set broadcast_moves = bounds.key_moves <= var('wal_lake_broadcast_key_moves', 200000) | int -%}
-{#-
-    A run without truncates (the common case) leaves their steps out: they read the run's touches
-    and this table once more. A unit test's bounds may not say: then the steps stay in.
--#}
-{%- set with_truncates = bounds.get('truncates') is none or bounds.truncates > 0 -%}
-{#-
-    The records this table holds for the run's touched keys are found by broadcasting those keys,
-    so the table is read but not shuffled; a run of more changes than
-    `wal_lake_broadcast_touched_keys` shuffles both sides instead.
--#}
-{%- set broadcast_touched = (bounds.upto - bounds.consumed) <= var('wal_lake_broadcast_touched_keys', 200000) | int %}
+{%- set broadcast_moves = bounds.key_moves <= var('wal_lake_broadcast_key_moves', 200000) | int %}
 
-with
+with{% if bounds.key_moves %} recursive{% endif %}
 
 sequin as (
 
@@ -77,8 +65,16 @@ subscriptions as (
 
 ),
 
--- Patterns are matched once per table, not per change. Every table of the run, keyed or not: a
--- keyless table's changes never flatten (below) but its truncates do.
+-- Changes of a table without a key (null record_pk) have no record to flatten on: they stay in
+-- sequin_events, counted by keyless_changes. Truncates apply to every table.
+flattenable as (
+
+    select *
+    from sequin
+    where record_pk is not null or action = 'truncate'
+
+),
+
 touched_tables as (
 
     select distinct
@@ -86,11 +82,12 @@ touched_tables as (
         source_schema,
         source_table
 
-    from sequin
+    from flattenable
 
 ),
 
--- A consumer whose patterns overlap subscribes to a table once.
+-- Patterns are matched once per table, not per change; a consumer whose patterns overlap
+-- subscribes to a table once.
 subscribed_tables as (
 
     select distinct
@@ -111,21 +108,9 @@ subscribed_tables as (
 
 ),
 
--- Changes of a table without a key (null record_pk) have no record to flatten on: they stay in
--- sequin_events, counted by keyless_changes. Truncates apply to every table.
-flattenable as (
-
-    select *
-    from sequin
-    where record_pk is not null or action = 'truncate'
-
-),
-
--- The subscribed tables (a consumer per table, few rows) are broadcast: the changes are not
--- shuffled by table, which would leave each table's records to one task in the fold below.
 subscribed as (
 
-    select /*+ broadcast(subscribed_tables) */
+    select
         subscribed_tables.consumer_name,
         flattenable.*
 
@@ -134,23 +119,21 @@ subscribed as (
         on {{ columns_equal('flattenable', 'subscribed_tables', table_key[1:]) }}
 
 ),
-{%- if with_truncates %}
 
-    truncates as (
+truncates as (
 
-        select
-            consumer_name,
-            source_id,
-            source_schema,
-            source_table,
-            max(seq) as truncated_seq
+    select
+        consumer_name,
+        source_id,
+        source_schema,
+        source_table,
+        max(seq) as truncated_seq
 
-        from subscribed
-        where action = 'truncate'
-        group by consumer_name, source_id, source_schema, source_table
+    from subscribed
+    where action = 'truncate'
+    group by consumer_name, source_id, source_schema, source_table
 
-    ),
-{%- endif %}
+),
 
 -- Every touch of a record key. A change that moved a row to a new key also deletes the old key.
 touches as (
@@ -195,41 +178,30 @@ touches as (
 
 ),
 
+-- A truncate voids every touch of its table before it. There is at most one truncates row per
+-- consumer and table: broadcast, so the touches are not shuffled by table.
 live_touches as (
-    {%- if with_truncates %}
 
-        -- A truncate voids every touch of its table before it. There is at most one truncates row
-        -- per consumer and table: broadcast, so the touches are not shuffled by table.
-        select /*+ broadcast(truncates) */ touches.*
-        from touches
-        left join truncates
-            on
-                {{ columns_equal('touches', 'truncates', table_key) }}
-        where truncates.truncated_seq is null or touches.seq > truncates.truncated_seq
-    {%- else %}
-
-        select * from touches
-    {%- endif %}
+    select /*+ broadcast(truncates) */ touches.*
+    from touches
+    left join truncates
+        on
+            {{ columns_equal('touches', 'truncates', table_key) }}
+    where truncates.truncated_seq is null or touches.seq > truncates.truncated_seq
 
 ),
 
 existing as (
 
     {% if incremental -%}
-        select {% if with_truncates %}/*+ broadcast(truncates) */ {% endif %}
+        select /*+ broadcast(truncates) */
             existing_records.*,
-            {%- if with_truncates %}
-                truncates.truncated_seq
-            {%- else %}
-                cast(null as bigint) as truncated_seq
-            {%- endif %}
+            truncates.truncated_seq
 
         from {{ this }} as existing_records
-        {%- if with_truncates %}
-            left join truncates
-                on
-                    {{ columns_equal('existing_records', 'truncates', table_key) }}
-        {%- endif %}
+        left join truncates
+            on
+                {{ columns_equal('existing_records', 'truncates', table_key) }}
     {%- else -%}
         select
             cast(null as string) as consumer_name,
@@ -250,33 +222,17 @@ existing as (
 
 ),
 
-touched_keys as (
-
-    select distinct {{ record_key | join(', ') }}
-    from live_touches
-
-),
-
--- The record each touched key held before this run, unless a truncate in this run removed it.
+-- The record each key held before this run, unless a truncate in this run removed it.
 starting_records as (
 
-    select {% if incremental and broadcast_touched %}/*+ broadcast(touched_keys) */{% endif %}
-        existing.*
+    select *
     from existing
-    left semi join touched_keys
-        on {{ columns_equal('existing', 'touched_keys', record_key) }}
-    where existing.truncated_seq is null or existing.seq > existing.truncated_seq
+    where truncated_seq is null or seq > truncated_seq
 
 ),
 {%- if bounds.key_moves %}
 
-    {{ key_move_bases(
-        'live_touches',
-        'starting_records',
-        table_key,
-        broadcast=broadcast_moves,
-        longest_chain=bounds.get('longest_move_chain', bounds.key_moves),
-    ) }},
+    {{ key_move_bases('live_touches', 'starting_records', table_key, broadcast=broadcast_moves) }},
 
     touches_with_bases as (
 
@@ -304,7 +260,6 @@ starting_records as (
     ),
 {%- endif %}
 
--- Each key's touches in seq order, and the record it held before them.
 flattened as (
 
     select
@@ -313,18 +268,25 @@ flattened as (
         touches_with_bases.source_schema,
         touches_with_bases.source_table,
         touches_with_bases.record_pk,
-        {{ sort_by_seq(
+        {{ fold_record(
             "collect_list(struct(
                 touches_with_bases.seq,
                 touches_with_bases.action,
                 touches_with_bases.record,
-                touches_with_bases.base,
+                touches_with_bases.base
+            ))",
+            "first(starting_records.record, true)"
+        ) }} as record,
+        max_by(
+            struct(
+                touches_with_bases.seq,
                 touches_with_bases.commit_lsn,
                 touches_with_bases.commit_idx,
-                touches_with_bases.committed_at
-            ))"
-        ) }} as touches,
-        first(starting_records.record, true) as starting_record
+                touches_with_bases.committed_at,
+                touches_with_bases.action
+            ),
+            touches_with_bases.seq
+        ) as last_touch
 
     from touches_with_bases
     left join starting_records
@@ -339,7 +301,6 @@ flattened as (
 
 ),
 
--- The record after the last touch; the last touch names the version.
 applied as (
 
     select
@@ -348,66 +309,60 @@ applied as (
         source_schema,
         source_table,
         record_pk,
-        {{ fold_record('touches', 'starting_record', sorted=true) }} as record,
-        element_at(touches, -1).seq as seq,
-        element_at(touches, -1).commit_lsn as commit_lsn,
-        {{ lsn_to_text('element_at(touches, -1).commit_lsn') }} as commit_lsn_text,
-        element_at(touches, -1).commit_idx as commit_idx,
-        element_at(touches, -1).committed_at as committed_at,
-        element_at(touches, -1).action as action
+        record,
+        last_touch.seq as seq,
+        last_touch.commit_lsn as commit_lsn,
+        {{ lsn_to_text('last_touch.commit_lsn') }} as commit_lsn_text,
+        last_touch.commit_idx as commit_idx,
+        last_touch.committed_at as committed_at,
+        last_touch.action as action,
+        record is null as is_deleted
 
     from flattened
 
 ),
-{%- if with_truncates %}
 
-    -- Records a truncate in this run removed and no later touch brought back.
-    truncated as (
+-- Records a truncate in this run removed and no later touch brought back.
+truncated as (
 
-        select
-            existing.consumer_name,
-            existing.source_id,
-            existing.source_schema,
-            existing.source_table,
-            existing.record_pk,
-            {{ null_record() }} as record,
-            existing.seq,
-            existing.commit_lsn,
-            existing.commit_lsn_text,
-            existing.commit_idx,
-            existing.committed_at,
-            'truncate' as action
+    select
+        existing.consumer_name,
+        existing.source_id,
+        existing.source_schema,
+        existing.source_table,
+        existing.record_pk,
+        {{ null_record() }} as record,
+        existing.seq,
+        existing.commit_lsn,
+        existing.commit_lsn_text,
+        existing.commit_idx,
+        existing.committed_at,
+        'truncate' as action,
+        true as is_deleted
 
-        from existing
-        left anti join applied
-            on
-                {{ columns_equal('existing', 'applied', record_key) }}
-        where existing.seq < existing.truncated_seq
+    from existing
+    left anti join applied
+        on
+            {{ columns_equal('existing', 'applied', record_key) }}
+    where existing.seq < existing.truncated_seq
 
-    ),
-{%- endif %}
+),
 
 combined as (
 
     select * from applied
-    {%- if with_truncates %}
-        union all
-        select * from truncated
-    {%- endif %}
+    union all
+    select * from truncated
 
 ),
 
 -- A full refresh writes live records only; an incremental run hands deletions to the merge.
 final as (
 
-    select
-        *{{ ',' if incremental }}
-        {%- if incremental %}
-            record is null as is_deleted
-        {%- endif %}
+    select *{% if not incremental %} except (is_deleted){% endif %}
     from combined
     {%- if not incremental %}
-        where record is not null
+        where not is_deleted
     {%- endif %}
 
 )

@@ -4,9 +4,8 @@
 -- record to version: they stay in sequin_events (keyless_changes counts them).
 {%- set table_key = ['source_id', 'source_schema', 'source_table'] -%}
 {%- set key_moves = count_key_moves(ref('sequin_events')) %}
-{%- set longest_move_chain = key_move_chain_bound(ref('sequin_events')) if key_moves else 0 %}
 
-with
+with{% if key_moves %} recursive{% endif %}
 
 sequin as (
 
@@ -67,7 +66,7 @@ truncates as (
 ),
 {%- if key_moves %}
 
-    {{ key_move_bases('touches', none, table_key, broadcast=false, longest_chain=longest_move_chain) }},
+    {{ key_move_bases('touches', none, table_key, broadcast=false) }},
 
     touches_with_bases as (
 
