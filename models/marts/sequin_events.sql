@@ -21,20 +21,6 @@
 -#}
 {%- set consumed = consumed_positions(this) if is_incremental() else [] -%}
 
-{#-
-    `seq` is numbered in ranges of positions, each range in a task of its own, not in one window
-    over the whole run (one task for all of it). The ranges are cut at positions sampled from the
-    run's input: a hash keeps about one in `wal_lake_seq_range_rows`, whatever the data's order or
-    partitioning, so a range holds about that many changes wherever they sit, even in one large
-    transaction (an initial snapshot is one position's commit_lsn with millions of commit_idx),
-    which cuts by commit_lsn alone, or by even steps between a source's least and greatest
-    position, would leave in one range. A small run has few samples, so few ranges (one below
-    about `wal_lake_seq_range_rows` changes). At most 2^range_bits - 1 cuts, whatever the run's
-    size: the table of range sizes stays a few thousand rows at most.
--#}
-{%- set range_rows = var('wal_lake_seq_range_rows', 4096) | int -%}
-{%- set range_bits = 10 -%}
-
 with
 
 events as (
@@ -123,24 +109,16 @@ identity_columns as (
 logged_states as (
 
     {% if is_incremental() -%}
-        -- Only the log's states of the tables this run looks keys up in. Broadcast, that list of
-        -- tables is computed before the scan starts: when it is empty (no lookup, most runs),
-        -- Spark's adaptive execution drops the scan of the log instead of reading it all for none.
-        select /*+ broadcast(identity_columns) */
-            logged.source_id,
-            logged.source_schema,
-            logged.source_table,
-            logged.commit_lsn,
-            logged.commit_idx,
-            logged.action,
-            logged.record_pk,
-            logged.record
-        from {{ this }} as logged
-        left semi join identity_columns
-            on
-                logged.source_id = identity_columns.source_id
-                and logged.source_schema = identity_columns.source_schema
-                and logged.source_table = identity_columns.source_table
+        select
+            source_id,
+            source_schema,
+            source_table,
+            commit_lsn,
+            commit_idx,
+            action,
+            record_pk,
+            record
+        from {{ this }}
     {%- else -%}
         select
             source_id,
@@ -295,135 +273,34 @@ max_seq as (
 
 ),
 
-range_samples as (
-
-    -- The same positions on every evaluation of the plan: a hash of the position picks them, not
-    -- the order rows arrive in. Replays and positions already consumed may be among them: they
-    -- only leave a range empty.
-    select
-        array_sort(
-            collect_set(
-                named_struct('source_id', source_id, 'commit_lsn', commit_lsn, 'commit_idx', commit_idx)
-            )
-        ) as positions
-
-    from events
-    where pmod(xxhash64(source_id, commit_lsn, commit_idx), {{ range_rows }}) = 0
-
-),
-
-range_bounds as (
-
-    -- Every k-th sample, k chosen so that fewer than 2^range_bits are kept.
-    select
-        filter(
-            positions,
-            (position, i) -> (i + 1) % (size(positions) div {{ 2 ** range_bits - 1 }} + 1) = 0
-        ) as bounds
-
-    from range_samples
-
-),
-
-ranged_changes as (
-
-    -- A change's range: how many cuts are at or below its position. It never decreases along
-    -- (source_id, commit_lsn, commit_idx), so every range is a run of consecutive positions and
-    -- the ranges follow each other in position order.
-    select
-        resolved_changes.*,
-        {{ count_bounds_at_or_below(
-            'range_bounds.bounds',
-            "named_struct(
-                'source_id', resolved_changes.source_id,
-                'commit_lsn', resolved_changes.commit_lsn,
-                'commit_idx', resolved_changes.commit_idx
-            )",
-            range_bits
-        ) }} as seq_range
-
-    from resolved_changes
-    cross join range_bounds
-
-),
-
-numbered_changes as (
-
-    select
-        ranged_changes.*,
-        row_number() over (
-            partition by ranged_changes.seq_range
-            order by ranged_changes.source_id, ranged_changes.commit_lsn, ranged_changes.commit_idx
-        ) as range_row
-
-    from ranged_changes
-
-),
-
-range_sizes as (
-
-    -- Counted on new_changes, which holds the same positions as resolved_changes (a change has
-    -- at most one lookup): Spark then reads the run's input again for the positions alone,
-    -- without the lookups' joins and the log's states.
-    select
-        {{ count_bounds_at_or_below(
-            'range_bounds.bounds',
-            "named_struct(
-                'source_id', new_changes.source_id,
-                'commit_lsn', new_changes.commit_lsn,
-                'commit_idx', new_changes.commit_idx
-            )",
-            range_bits
-        ) }} as seq_range,
-        count(*) as change_count
-
-    from new_changes
-    cross join range_bounds
-    group by 1
-
-),
-
-range_offsets as (
-
-    -- The one window without a partition: over the ranges (fewer than 2^range_bits rows), not
-    -- over the changes.
-    select
-        seq_range,
-        coalesce(
-            sum(change_count) over (order by seq_range rows between unbounded preceding and 1 preceding), 0
-        ) as changes_before
-
-    from range_sizes
-
-),
-
 final as (
 
-    select /*+ broadcast(range_offsets) */
-        max_seq.seq + range_offsets.changes_before + numbered_changes.range_row as seq,
-        numbered_changes.source_id,
-        numbered_changes.commit_lsn,
-        {{ lsn_to_text('numbered_changes.commit_lsn') }} as commit_lsn_text,
-        numbered_changes.commit_idx,
-        numbered_changes.change_lsn,
-        numbered_changes.xid,
-        numbered_changes.committed_at,
-        numbered_changes.action,
-        numbered_changes.source_schema,
-        numbered_changes.source_table,
-        numbered_changes.key_columns,
-        numbered_changes.record_pk,
-        numbered_changes.record,
-        numbered_changes.changes,
-        numbered_changes.old_record_pk,
-        numbered_changes.old_identity,
-        numbered_changes.change_hash,
-        numbered_changes.batch_id,
-        numbered_changes.ingested_at
+    select
+        max_seq.seq
+        + row_number() over (
+            order by resolved_changes.source_id, resolved_changes.commit_lsn, resolved_changes.commit_idx
+        ) as seq,
+        resolved_changes.source_id,
+        resolved_changes.commit_lsn,
+        {{ lsn_to_text('resolved_changes.commit_lsn') }} as commit_lsn_text,
+        resolved_changes.commit_idx,
+        resolved_changes.change_lsn,
+        resolved_changes.xid,
+        resolved_changes.committed_at,
+        resolved_changes.action,
+        resolved_changes.source_schema,
+        resolved_changes.source_table,
+        resolved_changes.key_columns,
+        resolved_changes.record_pk,
+        resolved_changes.record,
+        resolved_changes.changes,
+        resolved_changes.old_record_pk,
+        resolved_changes.old_identity,
+        resolved_changes.change_hash,
+        resolved_changes.batch_id,
+        resolved_changes.ingested_at
 
-    from numbered_changes
-    inner join range_offsets
-        on numbered_changes.seq_range = range_offsets.seq_range
+    from resolved_changes
     cross join max_seq
 
 )
