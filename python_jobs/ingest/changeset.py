@@ -106,12 +106,12 @@ PENDING_SCHEMA = StructType(
 class ChangeSet:
     """The outcome of one format transform over a batch of lines.
 
-    ``control`` is optional: a transform that leaves it ``None`` lets the job count control records
-    as the remainder (lines read - events - rejects - pending) instead of checking them.
+    ``control`` holds the lines that are transaction boundaries (the job counts them from
+    ``outcomes``; the frame is there for tests and tools).
 
-    ``shared`` is optional too: the one intermediate DataFrame (parsed and classified lines) that the
-    other four derive from. The job persists it for the batch, so each line is parsed once although
-    the batch's outputs are written and counted by several actions.
+    ``shared`` is the one intermediate DataFrame (classified lines; for wal2json without the lines'
+    text) that the others derive from. The job persists it for the batch, so the classification runs
+    once although the batch's outputs are written and counted by several actions.
 
     ``upstream`` lists frames that ``shared`` reads more than once (by two branches of its plan); the
     job persists them too, before ``shared``, so that each is computed once.
