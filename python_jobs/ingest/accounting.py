@@ -118,6 +118,7 @@ def landing_count(stats: dict[tuple[str, str], LineStats]) -> dict[str, int]:
 
 def _outcome(
     p: PlannedFile,
+    lines_in_file: int,
     stats: dict[tuple[str, str], LineStats],
     written: dict[str, tuple[int, int]],
     late: dict[str, int],
@@ -125,7 +126,6 @@ def _outcome(
     """One file's outcome, checked: the events written and the late rejects are the lines that land by
     the outcomes, the counts add up, and the pending lines are a tail of the file."""
     path = p.landing_file
-    lines_in_file = max((s.last for (f, _), s in stats.items() if f == path), default=0)
     if lines_in_file == 0 and p.file_size:
         # Lines and plan meet by the file's name: a name read differently from the listing's would
         # otherwise account for nothing and pass, and the file would be marked done unread.
@@ -179,7 +179,10 @@ def file_outcomes(
 
     ``written``: per file, (events written, their greatest commit_lsn); ``late``: per file, the lines
     that land by the outcomes but were rejected once parsed in full."""
-    outcomes = [_outcome(p, stats, written, late) for p in plan]
+    last_line: dict[str, int] = {}
+    for (path, _), s in stats.items():
+        last_line[path] = max(s.last, last_line.get(path, 0))
+    outcomes = [_outcome(p, last_line.get(p.landing_file, 0), stats, written, late) for p in plan]
     landed_max: dict[str, int] = {}
     for p in plan:
         if p.landing_file in written and written[p.landing_file][0]:
