@@ -6,6 +6,8 @@
       for the next one.
     - key_moves: how many changes in the range moved a row to a new primary key. The model leaves
       its moved-key steps out when there are none (the common case) and broadcasts a few.
+    - key_move_chain_depth: when rows moved, the most moves one row can have made in a row
+      (`key_move_chain_depth`; none when too many to count, 0 when none moved).
     - sequin_table_id, subscriptions: what the model stamps beside `upto` (`stamp_consumed_seq`), so
       the next run can tell whether its seq still means the same change and its consumers are the
       same (`consumer_rebuild_reason`).
@@ -14,7 +16,10 @@
 -#}
 {% macro consumer_run_bounds(relation, sequin_relation, subscriptions_relation, incremental) %}
     {%- if not execute -%}
-        {{ return({'consumed': 0, 'upto': 0, 'key_moves': 0, 'sequin_table_id': none, 'subscriptions': none}) }}
+        {{ return({
+            'consumed': 0, 'upto': 0, 'key_moves': 0, 'key_move_chain_depth': 0,
+            'sequin_table_id': none, 'subscriptions': none,
+        }) }}
     {%- endif -%}
     {%- set consumed = 0 -%}
     {%- if incremental -%}
@@ -27,10 +32,12 @@
     {%- set upto = run_query(
         'select coalesce(max(seq), 0) as seq from ' ~ sequin_relation
     ).rows[0]['seq'] | int -%}
+    {%- set key_moves = count_key_moves(sequin_relation, consumed, upto) -%}
     {{ return({
         'consumed': consumed,
         'upto': upto,
-        'key_moves': count_key_moves(sequin_relation, consumed, upto),
+        'key_moves': key_moves,
+        'key_move_chain_depth': key_move_chain_depth(sequin_relation, consumed, upto) if key_moves else 0,
         'sequin_table_id': sequin_table_id(sequin_relation),
         'subscriptions': subscriptions_fingerprint(subscriptions_relation),
     }) }}

@@ -285,8 +285,11 @@ def test_key_moves_keep_left_out_columns(spark, dbt, schemas):
     dbt("run", "-s", *CONSUMERS)
     land(spark, MOVE_BATCHES[1], batch_id=2)
     # record_history is rebuilt in full from sequin_events on every run: built once, at the end
-    dbt("run", "-s", *INCREMENTAL, "record_history")
+    result = dbt("run", "-s", *INCREMENTAL, "record_history")
     assert consumer_state(spark) == MOVED
+    # The chains (up to C -> E -> F here, A -> B -> C -> E -> F over the whole log) were followed by
+    # self-joins as long as the longest, not by a recursion.
+    assert chain_resolution(result) == {"consumer_records": "joins 2", "record_history": "joins 4"}
     incremental = all_consumer_records(spark)
 
     # every version of record_history holds the full row
@@ -304,8 +307,21 @@ def test_key_moves_keep_left_out_columns(spark, dbt, schemas):
     }
     assert {("accounts", pk): record for pk, record in current.items()} == MOVED
 
-    dbt("run", "--full-refresh", "-s", *INCREMENTAL)
+    # Too many chained moves to count (none allowed here): the recursion, with the same result.
+    result = dbt("run", "--full-refresh", "-s", *INCREMENTAL, "--vars", "{wal_lake_max_chained_key_moves: 0}")
+    assert chain_resolution(result) == {"consumer_records": "recursion"}
     assert all_consumer_records(spark) == incremental
+
+
+def chain_resolution(result) -> dict[str, str]:
+    """How each model of a dbt run's result that resolves key moves follows their chains."""
+    found = {}
+    for node_result in result.result.results:
+        code = node_result.node.compiled_code or ""
+        if "move_bases" in code:
+            joins = sum(f"move_links as link_{n}" in code for n in range(100))
+            found[node_result.node.name] = "recursion" if "with recursive" in code else f"joins {joins}"
+    return found
 
 
 def test_keyless_changes_and_unsequenced_messages(spark, dbt, schemas):
