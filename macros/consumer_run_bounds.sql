@@ -6,8 +6,8 @@
       for the next one.
     - key_moves: how many changes in the range moved a row to a new primary key. The model leaves
       its moved-key steps out when there are none (the common case) and broadcasts a few.
-    - key_move_chain_depth: when rows moved, the most moves one row can have made in a row
-      (`key_move_chain_depth`; none when too many to count, 0 when none moved).
+    - key_move_chains: the moves in the range that continue or are continued by another move of
+      the same row (`key_move_chains`; empty when none, none when too many to list).
     - sequin_table_id, subscriptions: what the model stamps beside `upto` (`stamp_consumed_seq`), so
       the next run can tell whether its seq still means the same change and its consumers are the
       same (`consumer_rebuild_reason`).
@@ -17,7 +17,7 @@
 {% macro consumer_run_bounds(relation, sequin_relation, subscriptions_relation, incremental) %}
     {%- if not execute -%}
         {{ return({
-            'consumed': 0, 'upto': 0, 'key_moves': 0, 'key_move_chain_depth': 0,
+            'consumed': 0, 'upto': 0, 'key_moves': 0, 'key_move_chains': [],
             'sequin_table_id': none, 'subscriptions': none,
         }) }}
     {%- endif -%}
@@ -37,7 +37,7 @@
         'consumed': consumed,
         'upto': upto,
         'key_moves': key_moves,
-        'key_move_chain_depth': key_move_chain_depth(sequin_relation, consumed, upto) if key_moves else 0,
+        'key_move_chains': key_move_chains(sequin_relation, consumed, upto) if key_moves else [],
         'sequin_table_id': sequin_table_id(sequin_relation),
         'subscriptions': subscriptions_fingerprint(subscriptions_relation),
     }) }}

@@ -9,14 +9,14 @@
     move brought there, with the updates since laid over it. Deletes are skipped: a Debezium key
     change deletes the old key just before it creates the new one, and the move must carry the
     values from before that delete. An earlier move onto the old key makes a chain (A -> B -> C,
-    A -> B -> A), resolved oldest link first. With `chain_depth` (key_move_chain_depth: the most
-    links a chain can have) by that many self-joins of the links in the one query; without it
-    (too many chained moves to count) by recursion, in a `with recursive` clause: at most
+    A -> B -> A), resolved oldest link first. With `chains` (key_move_chains: each chained move's
+    chain and position, a list, empty when no row moved twice) in one grouping of the links;
+    without it (too many chained moves to list) by recursion, in a `with recursive` clause: at most
     `wal_lake_max_key_move_chain` moves of one row in one build, each level planning and running
     the links' query again.
     `broadcast`: the moves are few; broadcast them so only the touches of moved-from keys shuffle.
 -#}
-{% macro key_move_bases(touches, starting_records, table_key, broadcast=true, chain_depth=none) -%}
+{% macro key_move_bases(touches, starting_records, table_key, broadcast=true, chains=none) -%}
     {%- set is_move = is_key_change('earlier.') -%}
     {%- set moves_table_key = 'moves.' ~ table_key | join(', moves.') -%}
     {%- set links_table_key = 'move_links.' ~ table_key | join(', move_links.') -%}
@@ -105,7 +105,7 @@
 
     ),
 
-{%- if chain_depth is none %}
+{%- if chains is none %}
 
     move_bases max recursion level {{ var('wal_lake_max_key_move_chain', 100) }} as (
 
@@ -136,33 +136,77 @@
     )
 {%- else %}
 
-    -- Each move's chain, followed back `chain_depth` links by self-joins (at most one earlier move
-    -- brought the row to the key a move leaves), the links' records laid over one another oldest
-    -- first. A longer chain than the bound would be resolved wrong: the query fails instead.
+    -- Where each move stands in its chain (`chains`, from key_move_chains): its chain's first move
+    -- and its position. A move that no earlier move in the run led to is a chain of its own. A
+    -- predecessor other than the one counted would resolve wrong: the query fails instead.
+    {%- if chains %}
+
+        move_chains as (
+
+            select * from values
+            {%- for seq, chain_seq, position, previous in chains %}
+                ({{ seq }}L, {{ chain_seq }}L, {{ position }}, {{ previous ~ 'L' if previous is not none else 'cast(null as bigint)' }}){{ ',' if not loop.last }}
+            {%- endfor %}
+                as chain (seq, chain_seq, position, previous_move_seq)
+
+        ),
+    {%- endif %}
+
+    placed_links as (
+
+        select
+            {{ links_table_key }},
+            move_links.record_pk,
+            move_links.seq,
+            {%- if chains %}
+                coalesce(move_chains.chain_seq, move_links.seq) as chain_seq,
+                coalesce(move_chains.position, 1) as position,
+            {%- else %}
+                move_links.seq as chain_seq,
+                1 as position,
+            {%- endif %}
+            case
+                when not (move_links.previous_move_seq <=> {{ 'move_chains.previous_move_seq' if chains else 'null' }})
+                    then raise_error('a key move continues another chain than key_move_chains counted')
+                else move_links.carried
+            end as carried
+
+        from move_links
+        {%- if chains %}
+            left join move_chains on move_links.seq = move_chains.seq
+        {%- endif %}
+
+    ),
+
+    chain_links as (
+
+        select
+            {{ table_key | join(', ') }},
+            array_sort(
+                collect_list(struct(position, seq, record_pk, carried)),
+                (l, r) -> case when l.position < r.position then -1 when l.position > r.position then 1 else 0 end
+            ) as links
+
+        from placed_links
+        group by {{ table_key | join(', ') }}, chain_seq
+
+    ),
+
+    -- Each move's base: the records of its chain up to it, laid over one another oldest first.
     move_bases as (
 
-        select {% if broadcast and chain_depth > 1 %}/*+ broadcast({% for level in range(1, chain_depth) %}link_{{ level }}{{ ', ' if not loop.last }}{% endfor %}) */ {% endif %}
-            {{ 'link_0.' ~ table_key | join(', link_0.') }},
-            link_0.record_pk,
-            link_0.seq,
-            case
-                when link_{{ chain_depth - 1 }}.previous_move_seq is not null
-                    then raise_error('a key-move chain is longer than the {{ chain_depth }} links key_move_chain_depth counted')
-                else aggregate(
-                    array({% for level in range(chain_depth - 1, -1, -1) %}link_{{ level }}.carried{{ ', ' if not loop.last }}{% endfor %}),
-                    {{ null_record() }},
-                    (acc, carried) -> {{ overlay_record('acc', 'carried') }}
-                )
-            end as base
+        select
+            {{ table_key | join(', ') }},
+            link.record_pk,
+            link.seq,
+            aggregate(
+                slice(links, 1, link.position),
+                {{ null_record() }},
+                (acc, earlier) -> {{ overlay_record('acc', 'earlier.carried') }}
+            ) as base
 
-        from move_links as link_0
-        {%- for level in range(1, chain_depth) %}
-            left join move_links as link_{{ level }}
-                on
-                    {{ columns_equal('link_' ~ level, 'link_' ~ (level - 1), table_key) }}
-                    and link_{{ level }}.record_pk = link_{{ level - 1 }}.moved_from_pk
-                    and link_{{ level }}.seq = link_{{ level - 1 }}.previous_move_seq
-        {%- endfor %}
+        from chain_links
+        lateral view explode(links) chain_link as link
 
     )
 {%- endif %}

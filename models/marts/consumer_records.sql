@@ -49,10 +49,10 @@
     re-key falls back to a shuffle join.
 -#}
 {%- set broadcast_moves = bounds.key_moves <= var('wal_lake_broadcast_key_moves', 200000) | int %}
-{#- Chains of moves resolve by self-joins when their length is known, by recursion otherwise. #}
-{%- set chain_depth = bounds.get('key_move_chain_depth') %}
+{#- Chains of moves (a row moved twice) resolve in one pass when listed, by recursion otherwise. #}
+{%- set chains = bounds.get('key_move_chains') %}
 
-with{% if bounds.key_moves and chain_depth is none %} recursive{% endif %}
+with{% if bounds.key_moves and chains is none %} recursive{% endif %}
 
 sequin as (
 
@@ -235,7 +235,7 @@ starting_records as (
 {%- if bounds.key_moves %}
 
     {{ key_move_bases(
-        'live_touches', 'starting_records', table_key, broadcast=broadcast_moves, chain_depth=chain_depth
+        'live_touches', 'starting_records', table_key, broadcast=broadcast_moves, chains=chains
     ) }},
 
     touches_with_bases as (

@@ -4,9 +4,9 @@
 -- record to version: they stay in sequin_events (keyless_changes counts them).
 {%- set table_key = ['source_id', 'source_schema', 'source_table'] -%}
 {%- set key_moves = count_key_moves(ref('sequin_events')) %}
-{%- set chain_depth = key_move_chain_depth(ref('sequin_events')) if key_moves else 0 %}
+{%- set chains = key_move_chains(ref('sequin_events')) if key_moves else [] %}
 
-with{% if key_moves and chain_depth is none %} recursive{% endif %}
+with{% if key_moves and chains is none %} recursive{% endif %}
 
 sequin as (
 
@@ -67,7 +67,7 @@ truncates as (
 ),
 {%- if key_moves %}
 
-    {{ key_move_bases('touches', none, table_key, broadcast=false, chain_depth=chain_depth) }},
+    {{ key_move_bases('touches', none, table_key, broadcast=false, chains=chains) }},
 
     touches_with_bases as (
 
