@@ -20,6 +20,9 @@
     stay out of this table; sequin_violations reports the second kind.
 -#}
 {%- set consumed = consumed_positions(this) if is_incremental() else [] -%}
+{%- set resolve_identities = has_identity_lookups(ref('int_events_consumable'), consumed) -%}
+{#- seq's prefix sums run per range of 2^seq_range_bits bytes of WAL (64 MiB): transactions' tasks. -#}
+{%- set seq_range_bits = var('wal_lake_seq_range_bits', 26) | int -%}
 
 with
 
@@ -32,28 +35,43 @@ events as (
 
 ),
 
-deduplicated as (
-
-    {{ first_row_per_key('events', ['source_id', 'commit_lsn', 'commit_idx'], 'batch_id, landing_file, landing_line') }}
-
-),
-
 consumed as (
 
     {{ consumed_positions_relation(consumed) }}
 
 ),
 
-new_changes as (
+unconsumed as (
 
-    select deduplicated.*
-    from deduplicated
+    -- Every copy of a position is at or below the consumed one, or none is: filtering copies before
+    -- deduplicating them keeps the same changes, and the transactions' spans need no dedup.
+    select events.*
+    from events
     left join consumed
-        on deduplicated.source_id = consumed.source_id
+        on events.source_id = consumed.source_id
     where
         consumed.source_id is null
-        or deduplicated.commit_lsn > consumed.commit_lsn
-        or (deduplicated.commit_lsn = consumed.commit_lsn and deduplicated.commit_idx > consumed.commit_idx)
+        or events.commit_lsn > consumed.commit_lsn
+        or (events.commit_lsn = consumed.commit_lsn and events.commit_idx > consumed.commit_idx)
+
+),
+
+unconsumed_by_transaction as (
+
+    -- One shuffle by transaction serves both the dedup below and the join to the transactions'
+    -- offsets in `final`.
+    select * from unconsumed
+    distribute by source_id, commit_lsn
+
+),
+
+new_changes as (
+
+    {{ first_row_per_key(
+        'unconsumed_by_transaction',
+        ['source_id', 'commit_lsn', 'commit_idx'],
+        'batch_id, landing_file, landing_line'
+    ) }}
 
 ),
 
@@ -75,7 +93,8 @@ lookups as (
         array_sort(map_keys(old_identity)) as identity_columns
 
     from new_changes
-    where old_identity is not null
+    -- A run without any plans nothing of the lookup: Spark drops the joins with an empty side.
+    where old_identity is not null{% if not resolve_identities %} and false{% endif %}
 
 ),
 
@@ -273,13 +292,98 @@ max_seq as (
 
 ),
 
-final as (
+transactions as (
+
+    -- seq without a window over the changes: a change's seq is its transaction's offset plus its
+    -- commit_idx past the transaction's first, and a transaction's offset is the sum of the spans
+    -- (last commit_idx - first + 1) of the run's transactions before it. One row per transaction,
+    -- from the positions alone (copies do not change a first or last commit_idx). Dense wherever
+    -- commit_idx is (a transaction's changes numbered 0, 1, 2, ...); a rejected line leaves a gap.
+    select
+        source_id,
+        commit_lsn,
+        min(commit_idx) as first_idx,
+        max(commit_idx) - min(commit_idx) + 1 as span,
+        -- Offsets are summed over the transactions of a range of {{ 2 ** seq_range_bits }} bytes of
+        -- WAL (a window partitioned by range), then over the ranges: nothing runs as one task.
+        shiftright(commit_lsn, {{ seq_range_bits }}) as seq_range
+
+    from unconsumed
+    group by source_id, commit_lsn
+
+),
+
+range_spans as (
 
     select
+        source_id,
+        seq_range,
+        sum(span) as span
+
+    from transactions
+    group by source_id, seq_range
+
+),
+
+ordered_ranges as (
+
+    -- The run's ranges are few (one per source and range of WAL): one array of them, in order.
+    select array_sort(collect_list(struct(source_id, seq_range, span))) as range_list
+    from range_spans
+
+),
+
+range_offsets as (
+
+    -- Each range with the spans of the ranges before it, summed over the array rather than in a
+    -- window without a partition.
+    select
+        inline(
+            transform(
+                range_list,
+                (item, i) -> named_struct(
+                    'source_id', item.source_id,
+                    'seq_range', item.seq_range,
+                    'range_offset',
+                    aggregate(slice(range_list, 1, i), cast(0 as bigint), (total, earlier) -> total + earlier.span)
+                )
+            )
+        )
+
+    from ordered_ranges
+
+),
+
+transaction_offsets as (
+
+    select /*+ broadcast(range_offsets) */
+        transactions.source_id,
+        transactions.commit_lsn,
+        transactions.first_idx,
+        range_offsets.range_offset
+        + coalesce(
+            sum(transactions.span) over (
+                partition by transactions.source_id, transactions.seq_range
+                order by transactions.commit_lsn
+                rows between unbounded preceding and 1 preceding
+            ),
+            0
+        ) as seq_offset
+
+    from transactions
+    inner join range_offsets
+        on
+            transactions.source_id = range_offsets.source_id
+            and transactions.seq_range = range_offsets.seq_range
+
+),
+
+final as (
+
+    select /*+ broadcast(max_seq) */
         max_seq.seq
-        + row_number() over (
-            order by resolved_changes.source_id, resolved_changes.commit_lsn, resolved_changes.commit_idx
-        ) as seq,
+        + transaction_offsets.seq_offset
+        + resolved_changes.commit_idx - transaction_offsets.first_idx + 1 as seq,
         resolved_changes.source_id,
         resolved_changes.commit_lsn,
         {{ lsn_to_text('resolved_changes.commit_lsn') }} as commit_lsn_text,
@@ -301,6 +405,10 @@ final as (
         resolved_changes.ingested_at
 
     from resolved_changes
+    inner join transaction_offsets
+        on
+            resolved_changes.source_id = transaction_offsets.source_id
+            and resolved_changes.commit_lsn = transaction_offsets.commit_lsn
     cross join max_seq
 
 )
