@@ -21,8 +21,8 @@
 -#}
 {%- set consumed = consumed_positions(this) if is_incremental() else [] -%}
 {%- set resolve_identities = has_identity_lookups(ref('int_events_consumable'), consumed) -%}
-{#- seq's prefix sums run per range of 2^seq_range_bits bytes of WAL (64 MiB): transactions' tasks. -#}
-{%- set seq_range_bits = var('wal_lake_seq_range_bits', 26) | int -%}
+{#- seq's running sums go per range of 2^seq_range_bits bytes of WAL (16 MiB): transactions' tasks. -#}
+{%- set seq_range_bits = var('wal_lake_seq_range_bits', 24) | int -%}
 
 with
 
@@ -305,7 +305,8 @@ transactions as (
         min(commit_idx) as first_idx,
         max(commit_idx) - min(commit_idx) + 1 as span,
         -- Offsets are summed over the transactions of a range of {{ 2 ** seq_range_bits }} bytes of
-        -- WAL (a window partitioned by range), then over the ranges: nothing runs as one task.
+        -- WAL (a window partitioned by source and range), then over a source's ranges (partitioned
+        -- by source), then over the sources: no window runs over the whole run in one task.
         shiftright(commit_lsn, {{ seq_range_bits }}) as seq_range
 
     from unconsumed
@@ -325,32 +326,63 @@ range_spans as (
 
 ),
 
-ordered_ranges as (
+source_spans as (
 
-    -- The run's ranges are few (one per source and range of WAL): one array of them, in order.
-    select array_sort(collect_list(struct(source_id, seq_range, span))) as range_list
+    select
+        source_id,
+        sum(span) as span
+
     from range_spans
+    group by source_id
+
+),
+
+ordered_sources as (
+
+    -- Sources are few (one per slot): one array of them, in order.
+    select array_sort(collect_list(struct(source_id, span))) as source_list
+    from source_spans
+
+),
+
+source_offsets as (
+
+    -- Each source with the spans of the sources before it, summed over the array rather than in a
+    -- window without a partition.
+    select
+        inline(
+            transform(
+                source_list,
+                (item, i) -> named_struct(
+                    'source_id', item.source_id,
+                    'source_offset',
+                    aggregate(slice(source_list, 1, i), cast(0 as bigint), (total, earlier) -> total + earlier.span)
+                )
+            )
+        )
+
+    from ordered_sources
 
 ),
 
 range_offsets as (
 
-    -- Each range with the spans of the ranges before it, summed over the array rather than in a
-    -- window without a partition.
-    select
-        inline(
-            transform(
-                range_list,
-                (item, i) -> named_struct(
-                    'source_id', item.source_id,
-                    'seq_range', item.seq_range,
-                    'range_offset',
-                    aggregate(slice(range_list, 1, i), cast(0 as bigint), (total, earlier) -> total + earlier.span)
-                )
-            )
-        )
+    select /*+ broadcast(source_offsets) */
+        range_spans.source_id,
+        range_spans.seq_range,
+        source_offsets.source_offset
+        + coalesce(
+            sum(range_spans.span) over (
+                partition by range_spans.source_id
+                order by range_spans.seq_range
+                rows between unbounded preceding and 1 preceding
+            ),
+            0
+        ) as range_offset
 
-    from ordered_ranges
+    from range_spans
+    inner join source_offsets
+        on range_spans.source_id = source_offsets.source_id
 
 ),
 
