@@ -9,9 +9,12 @@ this session reuses it instead of starting a second JVM.
 
 from __future__ import annotations
 
+import fcntl
 import logging
 import os
+import re
 from pathlib import Path
+from typing import IO
 
 import jinja2
 import yaml
@@ -25,7 +28,11 @@ FORCED_CONFS = {"spark.sql.ansi.enabled": "false"}
 
 
 class SparkSetupError(RuntimeError):
-    """The local Spark runtime is not ready (missing jars, unreadable profile)."""
+    """The local Spark runtime is not ready (missing jars, unreadable profile, warehouse in use)."""
+
+
+# The lock files this process holds, by path: one per embedded metastore it opened (hold_metastore).
+_HELD: dict[Path, IO[str]] = {}
 
 
 def _env_var(name: str, default: str | None = None) -> str:
@@ -89,6 +96,7 @@ def get_spark(app_name: str = "wal_lake", extra_conf: dict[str, str] | None = No
     conf.update(extra_spark_conf())
     conf.update(extra_conf or {})
     check_jars(conf)
+    hold_metastore(conf)
     # PySpark logs every failed statement as a large JSON document, dbt's expected existence
     # checks included; the error itself still reaches the caller.
     logging.getLogger("SQLQueryContextLogger").setLevel(logging.CRITICAL)
@@ -100,6 +108,42 @@ def get_spark(app_name: str = "wal_lake", extra_conf: dict[str, str] | None = No
     return session
 
 
+def _metastore_held(conf: dict[str, str]) -> SparkSetupError:
+    url = conf.get("spark.hadoop.javax.jdo.option.ConnectionURL", "the configured metastore")
+    return SparkSetupError(
+        f"cannot open the Hive metastore ({url}): another Spark process (a dbt run, an ingestion "
+        "job) probably holds it; the local target admits one Spark process at a time "
+        "(docs/operations.md, 'One Spark process at a time'): wait for it, or use another "
+        "WAL_LAKE_SPARK_DIR"
+    )
+
+
+def hold_metastore(conf: dict[str, str]) -> None:
+    """Take the embedded Derby metastore of ``conf`` for this process, or fail with one line.
+
+    Derby refuses a second JVM, but not always: two processes that boot it at the same moment can
+    both get in (two pipelines started together both planned the same batch, and Delta's
+    concurrency control failed one of them with a ConcurrentTransactionException). An exclusive
+    lock on a file beside the metastore, taken before Spark starts, makes the rule hold every time;
+    the kernel releases it when the process ends, however it ends. Nothing to do for a metastore
+    that is not an embedded Derby."""
+    url = conf.get("spark.hadoop.javax.jdo.option.ConnectionURL", "")
+    match = re.match(r"jdbc:derby:;?databaseName=([^;]+)", url)
+    if match is None:
+        return
+    path = Path(match.group(1)).resolve().with_name("wal_lake.lock")
+    if path in _HELD:
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle = path.open("a")
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.close()
+        raise _metastore_held(conf) from None
+    _HELD[path] = handle
+
+
 def open_metastore(session, conf: dict[str, str]) -> None:
     """Open the metastore now, so that a metastore held by another process fails here with one line
     rather than at the job's first table lookup with a long Hive trace."""
@@ -108,11 +152,5 @@ def open_metastore(session, conf: dict[str, str]) -> None:
     except Exception as exc:
         if "HiveMetaStoreClient" not in str(exc) and "metastore" not in str(exc).lower():
             raise
-        url = conf.get("spark.hadoop.javax.jdo.option.ConnectionURL", "the configured metastore")
         session.stop()
-        raise SparkSetupError(
-            f"cannot open the Hive metastore ({url}): another Spark process (a dbt run, an ingestion "
-            "job) probably holds it; the local target admits one Spark process at a time "
-            "(docs/operations.md, 'One Spark process at a time'): wait for it, or use another "
-            "WAL_LAKE_SPARK_DIR"
-        ) from exc
+        raise _metastore_held(conf) from exc

@@ -77,3 +77,38 @@ def test_cluster_profile_with_its_env_vars_parses(tmp_path):
         },
     )
     assert result.returncode == 0, result.stdout[-2000:]
+
+
+def test_a_second_process_on_the_local_warehouse_fails_with_one_line_before_spark_starts(tmp_path):
+    """Derby alone lets two JVMs that boot it at the same moment both in; the lock beside the
+    metastore refuses the second process every time, before it starts Spark."""
+    from python_jobs.spark_session import SparkSetupError, hold_metastore
+
+    conf = {
+        "spark.hadoop.javax.jdo.option.ConnectionURL": f"jdbc:derby:;databaseName={tmp_path}/metastore_db"
+    }
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from python_jobs.spark_session import hold_metastore; "
+            f"hold_metastore({conf!r}); print('held', flush=True); time.sleep(60)",
+        ],
+        cwd=PROJECT_DIR,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        try:
+            hold_metastore(conf)
+        except SparkSetupError as exc:
+            message = str(exc)
+        else:
+            raise AssertionError("a second process took the metastore that another one holds")
+        assert "cannot open the Hive metastore" in message and "\n" not in message
+    finally:
+        holder.kill()
+        holder.wait()
+    # The holder is gone (killed): its lock went with it, and the warehouse is free again.
+    hold_metastore(conf)
