@@ -29,10 +29,17 @@
         {%- endif -%}
         {%- set consumed = stamp.consumed_seq -%}
     {%- endif -%}
-    {%- set upto = run_query(
-        'select coalesce(max(seq), 0) as seq from ' ~ sequin_relation
-    ).rows[0]['seq'] | int -%}
-    {%- set key_moves = count_key_moves(sequin_relation, consumed, upto) -%}
+    {#- The range's end and its key moves in one read of one snapshot: nothing newer, upto = consumed. -#}
+    {%- set query -%}
+        select
+            coalesce(max(seq), {{ consumed }}) as upto,
+            count_if({{ is_key_change() }}) as key_moves
+        from {{ sequin_relation }}
+        where seq > {{ consumed }}
+    {%- endset -%}
+    {%- set range = run_query(query).rows[0] -%}
+    {%- set upto = range['upto'] | int -%}
+    {%- set key_moves = range['key_moves'] | int -%}
     {{ return({
         'consumed': consumed,
         'upto': upto,

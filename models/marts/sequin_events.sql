@@ -21,6 +21,9 @@
 -#}
 {%- set consumed = consumed_positions(this) if is_incremental() else [] -%}
 {%- set resolve_identities = has_identity_lookups(ref('int_events_consumable'), consumed) -%}
+{%- set state_columns = [
+    'source_id', 'source_schema', 'source_table', 'commit_lsn', 'commit_idx', 'action', 'record_pk', 'record'
+] -%}
 {#- seq's running sums go per range of 2^seq_range_bits bytes of WAL (16 MiB): transactions' tasks. -#}
 {%- set seq_range_bits = var('wal_lake_seq_range_bits', 24) | int -%}
 
@@ -127,59 +130,32 @@ identity_columns as (
 
 logged_states as (
 
+    -- The log's states (none on a full refresh, whose history is all in this run).
+    select {{ state_columns | join(', ') }}
     {% if is_incremental() -%}
-        select
-            source_id,
-            source_schema,
-            source_table,
-            commit_lsn,
-            commit_idx,
-            action,
-            record_pk,
-            record
         from {{ this }}
     {%- else -%}
-        select
-            source_id,
-            source_schema,
-            source_table,
-            commit_lsn,
-            commit_idx,
-            action,
-            record_pk,
-            record
         from new_changes
         where false
     {%- endif %}
 
 ),
 
-known_states as (
+states as (
 
-    select
-        source_id,
-        source_schema,
-        source_table,
-        commit_lsn,
-        commit_idx,
-        record_pk,
-        record
-
+    select {{ state_columns | join(', ') }}
     from new_changes
-    where action not in ('delete', 'truncate') and record_pk is not null
 
     union all
 
-    select
-        source_id,
-        source_schema,
-        source_table,
-        commit_lsn,
-        commit_idx,
-        record_pk,
-        record
+    select * from logged_states
 
-    from logged_states
+),
+
+known_states as (
+
+    select * except (action)
+    from states
     where action not in ('delete', 'truncate') and record_pk is not null
 
 ),
