@@ -5,21 +5,15 @@
     that seq belongs to; `subscriptions`, the fingerprint of the consumers it was applied for.
     The mark rides on the same atomic commit as the rows: a crash leaves both or neither.
     None when no stamped commit is found (or not executing); a field the stamp lacks is none.
-    Read once per invocation (`invocation_cache`): the model's rendering and its materialization
-    both ask, before the model's own commit.
+    The history is read once per invocation (`run_query_once`): the model's rendering and its
+    materialization both ask, before the model's own commit.
 -#}
 {% macro consumer_stamp(relation) %}
     {%- if not execute -%}
         {{ return(none) }}
     {%- endif -%}
-    {%- set known = invocation_cache('consumer_stamp') -%}
-    {%- set key = relation | string -%}
-    {%- if key in known -%}
-        {{ return(known[key]) }}
-    {%- endif -%}
-    {%- set found = namespace(stamp=none) -%}
-    {%- set history = run_query('describe history ' ~ relation ~ ' limit 50') -%}
-    {%- for row in history.rows if found.stamp is none -%}
+    {%- set history = run_query_once('describe history ' ~ relation ~ ' limit 50') -%}
+    {%- for row in history.rows -%}
         {%- set metadata = row['userMetadata'] -%}
         {%- if metadata and metadata.startswith('wal_lake.consumed_seq=') -%}
             {%- set stamp = {'consumed_seq': none, 'sequin_table_id': none, 'subscriptions': none} -%}
@@ -28,9 +22,8 @@
                 {%- do stamp.update({name.strip(): value.strip() if value is not none else none}) -%}
             {%- endfor -%}
             {%- do stamp.update({'consumed_seq': stamp['consumed_seq'] | int}) -%}
-            {%- set found.stamp = stamp -%}
+            {{ return(stamp) }}
         {%- endif -%}
     {%- endfor -%}
-    {%- do known.update({key: found.stamp}) -%}
-    {{ return(found.stamp) }}
+    {{ return(none) }}
 {% endmacro %}

@@ -1,17 +1,16 @@
 {#-
-    How many changes of `relation` (sequin_events) in the seq range (above, upto] moved a row to a
-    new key (`is_key_change`); the whole table without bounds. The models render their key-move
-    steps only when there are some (the common case has none). 0 when not executing.
+    How many changes of `relation` (sequin_events) moved a row to a new key (`is_key_change`).
+    record_history renders its key-move steps only when there are some (the common case has none).
+    0 when not executing. consumer_run_bounds counts the moves of its seq range in the query that
+    reads the range's end.
 -#}
-{% macro count_key_moves(relation, above=none, upto=none) %}
+{% macro count_key_moves(relation) %}
     {%- if not execute -%}
         {{ return(0) }}
     {%- endif -%}
     {%- set query -%}
         select count(*) as moves from {{ relation }}
         where {{ is_key_change() }}
-        {%- if above is not none %} and seq > {{ above }}{% endif %}
-        {%- if upto is not none %} and seq <= {{ upto }}{% endif %}
     {%- endset -%}
     {{ return(run_query(query).rows[0]['moves'] | int) }}
 {% endmacro %}

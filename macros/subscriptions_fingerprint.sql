@@ -1,7 +1,7 @@
 {#-
     A fingerprint (sha2 text) of the consumers' subscriptions (`relation`: int_consumer_subscriptions):
     a consumer model built for one set of subscriptions is rebuilt when it changes. None when not
-    executing. Read once per invocation (`invocation_cache`).
+    executing. Read once per invocation (`run_query_once`).
 -#}
 {% macro subscriptions_fingerprint(relation) %}
     {%- if not execute -%}
@@ -14,9 +14,5 @@
         ) as fingerprint
         from {{ relation }}
     {%- endset -%}
-    {%- set known = invocation_cache('subscriptions_fingerprint') -%}
-    {%- if (relation | string) not in known -%}
-        {%- do known.update({relation | string: run_query(query).rows[0]['fingerprint']}) -%}
-    {%- endif -%}
-    {{ return(known[relation | string]) }}
+    {{ return(run_query_once(query).rows[0]['fingerprint']) }}
 {% endmacro %}

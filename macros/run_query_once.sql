@@ -1,0 +1,21 @@
+{#-
+    `run_query(sql)`, asked of the warehouse once per dbt invocation: a later call with the same SQL
+    text in the same invocation gets the first answer. For what a consumer model reads more than
+    once in a run and what the run itself does not change before it asks again: its stamp (`describe
+    history`), sequin_events' table id and the subscriptions' fingerprint are read while the model
+    renders (is_incremental(), consumer_run_bounds) and again by the materialization
+    (should_full_refresh), before the model's own commit. Both contexts share the manifest's flat
+    graph (`graph`), so the answers live there; they are dropped when a later invocation in the same
+    process (a dbtRunner call after another) first asks.
+-#}
+{% macro run_query_once(sql) %}
+    {%- set store = graph.setdefault('wal_lake_run_query_once', {}) -%}
+    {%- if store.get('invocation_id') != invocation_id -%}
+        {%- do store.clear() -%}
+        {%- do store.update({'invocation_id': invocation_id, 'answers': {}}) -%}
+    {%- endif -%}
+    {%- if sql not in store['answers'] -%}
+        {%- do store['answers'].update({sql: run_query(sql)}) -%}
+    {%- endif -%}
+    {{ return(store['answers'][sql]) }}
+{% endmacro %}
