@@ -24,6 +24,7 @@ renamed as (
         changes,
         cast(old_record_pk as string) as old_record_pk,
         old_identity,
+        column_types,
         cast(source_format as string) as source_format,
         cast(landing_file as string) as landing_file,
         cast(landing_line as bigint) as landing_line,

@@ -76,6 +76,7 @@ EVENTS_SCHEMA = StructType(
         StructField("changes", MapType(StringType(), StringType())),
         StructField("old_record_pk", StringType()),
         StructField("old_identity", MapType(StringType(), StringType())),
+        StructField("column_types", MapType(StringType(), StringType())),
         StructField("source_format", StringType()),
         StructField("landing_file", StringType()),
         StructField("landing_line", LongType()),
@@ -138,7 +139,9 @@ class ChangeSet:
 # Columns of EVENTS_SCHEMA that only some formats fill; a transform that does not name one gives nulls.
 # old_identity: the row's replica identity before the change, when it does not hold the key columns
 # (REPLICA IDENTITY USING INDEX on other columns), for the old key to be resolved from it.
-OPTIONAL_COLUMNS = frozenset({"old_identity"})
+# column_types: each column of the change to its source type as the capture sent it (wal2json's
+# "type"), read by the column registry; a format that sends no types leaves it null.
+OPTIONAL_COLUMNS = frozenset({"old_identity", "column_types"})
 
 
 def conform(df: DataFrame, schema: StructType) -> DataFrame:

@@ -57,6 +57,7 @@ from python_jobs.ingest.wal2json_records import (
     has_key,
     key_text,
     parse,
+    types_map,
     values_map,
 )
 
@@ -117,6 +118,7 @@ def _events(parsed: DataFrame) -> DataFrame:
         ).alias("changes"),
         F.when(is_update & (old_key != new_key), old_key).alias("old_record_pk"),
         F.when(unresolved, identity).alias("old_identity"),
+        F.when(is_row, types_map(values_src)).alias("column_types"),
         F.lit(FORMAT_WAL2JSON).alias("source_format"),
         "landing_file",
         "landing_line",

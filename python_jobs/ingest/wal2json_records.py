@@ -101,6 +101,11 @@ def values_map(cols: Column) -> Column:
     return F.map_from_arrays(cols["name"], cols["value"])
 
 
+def types_map(cols: Column) -> Column:
+    """Column name -> the type wal2json sent for it (Postgres' ``format_type``, e.g. ``numeric(12,2)``)."""
+    return F.map_from_arrays(cols["name"], cols["type"])
+
+
 def key_text(pk: Column, values: Column) -> Column:
     """The key values in key order as a JSON array of texts; null when any is missing."""
     single = F.element_at(values, F.get(pk["name"], 0))

@@ -19,7 +19,7 @@ WAL_EVENTS_DDL = """
     committed_at timestamp, action string, source_schema string, source_table string,
     key_columns array<string>, record_pk string, record map<string,string>,
     changes map<string,string>, old_record_pk string, old_identity map<string,string>,
-    source_format string, landing_file string,
+    column_types map<string,string>, source_format string, landing_file string,
     landing_line bigint, batch_id bigint, ingested_at timestamp
 """
 WAL_FRONTIER_DDL = "source_id string, frontier_lsn bigint, batch_id bigint, updated_at timestamp"
@@ -71,6 +71,12 @@ def change(
             json.dumps([str(v) for v in old_pk], separators=(",", ":")) if old_pk is not None else None
         ),
         "old_identity": old_identity,
+        # As wal2json sends it: a type for each column of a row change (all text here).
+        "column_types": (
+            {column: "text" for column in record}
+            if record is not None and action in ("insert", "update", "delete", "read")
+            else None
+        ),
         "source_format": "wal2json",
         "landing_file": f"{source}/{lsn:016X}.jsonl",
         "landing_line": idx + 2,

@@ -255,6 +255,22 @@ def test_real_fixture_lands_every_change_with_its_position(result):
     assert delete["key_columns"] == ["account_id", "team"] and delete["record_pk"] == '["1","core"]'
 
 
+def test_row_changes_carry_their_columns_source_types_as_sent(result):
+    events = of(result, "events", "fixture")
+    first = events[0]
+    assert first["column_types"]["id"] == "bigint"
+    assert first["column_types"]["balance"] == "numeric(12,2)"
+    assert first["column_types"]["updated_at"] == "timestamp with time zone"
+    assert set(first["column_types"]) == set(first["record"])
+    # The update that left the TOASTed note out sent no type for it either; a delete's types are its
+    # identity's; a truncate has none.
+    toast = next(e for e in events if e["xid"] == 727)
+    assert "note" not in toast["column_types"] and set(toast["column_types"]) == set(toast["record"])
+    delete = next(e for e in events if e["xid"] == 728 and e["action"] == "delete")
+    assert delete["column_types"] == {"account_id": "bigint", "team": "text"}
+    assert all(e["column_types"] is None for e in events if e["action"] == "truncate")
+
+
 def test_positions_commit_idx_and_hex_lsn(result):
     events = of(result, "events", "positions")
     assert [(e["commit_lsn"], e["commit_idx"], e["action"]) for e in events] == [
