@@ -210,6 +210,33 @@ def reject_reasons(spark, schema: str) -> list[str]:
     return [f"{r.source_id}: {r.n} rejected: {r.reason}: {r.example[:300]}" for r in rows]
 
 
+def registry_problems(spark, schema: str, source_id: str, t: dict) -> list[str]:
+    """column_registry holds every column of every table the stream touched, with the type Postgres
+    gives it (format_type, what wal2json sends) and a Spark type; nothing for Debezium (no types)."""
+    rows = spark.sql(
+        f"select source_schema, source_table, column_name, source_type, spark_type"
+        f" from {schema}.column_registry where source_id = '{source_id}'"
+    ).collect()
+    if t["debezium"]:
+        return [f"column_registry: {len(rows)} rows for a source that sends no types"] if rows else []
+    found: dict[str, dict[str, str]] = {}
+    problems = [
+        f"column_registry: {r.column_name} ({r.source_type}): no Spark type" for r in rows if not r.spark_type
+    ]
+    for r in rows:
+        columns = found.setdefault(f"{r.source_schema}.{r.source_table}", {})
+        if r.column_name in columns:
+            problems.append(f"column_registry: {r.source_table}.{r.column_name} has two types")
+        columns[r.column_name] = r.source_type
+    for table, columns in sorted(found.items()):
+        if columns != t["types"].get(table):
+            problems.append(f"column_registry: {table}: {columns} != Postgres {t['types'].get(table)}")
+    # A table with rows at the end sent them (a snapshot read or an insert), with their types.
+    holding_rows = {table for table, rows in t["state"].items() if rows}
+    problems += [f"column_registry: nothing for {table}" for table in sorted(holding_rows - set(found))]
+    return problems
+
+
 def consumer_problems(spark, schema: str, source_id: str, t: dict) -> list[str]:
     expected = {table: rows for table, rows in t["state"].items() if table not in KEYLESS}
     actual = consumer_state(spark_query(spark), schema, source_id)
@@ -231,7 +258,7 @@ def test_models_equal_postgres_after_live_capture(postgres, spark, dbt, schemas,
     first = land()
     problems = ingest_problems("first", first)
     dbt("seed")
-    dbt("run", "--full-refresh", "-s", "+consumer_records", "+sequin_violations")
+    dbt("run", "--full-refresh", "-s", "+consumer_records", "+sequin_violations", "column_registry")
 
     more, late = run_seeds(postgres.dsn(), SEEDS[10:], landing, decoded, holding)
     truth |= more
@@ -245,9 +272,9 @@ def test_models_equal_postgres_after_live_capture(postgres, spark, dbt, schemas,
         problems += reject_reasons(spark, schemas.raw)
     if again.files or again.landed:
         problems.append(f"a rerun over landed files read or landed something: {again.line()}")
-    dbt("run", "-s", "+consumer_records", "+sequin_violations")
-    dbt("run", "-s", "+consumer_records", "+sequin_violations")  # a rerun with nothing new
-    tests = ("sequin_events", "consumer_records", "sequin_violations")
+    dbt("run", "-s", "+consumer_records", "+sequin_violations", "column_registry")
+    dbt("run", "-s", "+consumer_records", "+sequin_violations", "column_registry")  # a rerun with nothing new
+    tests = ("sequin_events", "consumer_records", "sequin_violations", "column_registry")
     tested = dbt("test", "-s", *tests, "--exclude", "test_type:unit", expect_success=False)
     if not tested.success:
         failing = [r.node.name for r in (tested.result or []) if r.status in ("fail", "error")]
@@ -256,6 +283,7 @@ def test_models_equal_postgres_after_live_capture(postgres, spark, dbt, schemas,
     for source_id, t in sorted(truth.items()):
         found = consumer_problems(spark, schemas.models, source_id, t)
         found += sequin_problems(spark, schemas.models, source_id, t)
+        found += registry_problems(spark, schemas.models, source_id, t)
         problems += [f"{source_id}: {p}" for p in found[:PROBLEMS_PER_SOURCE]]
         if len(found) > PROBLEMS_PER_SOURCE:
             problems.append(f"{source_id}: {len(found) - PROBLEMS_PER_SOURCE} more differences")

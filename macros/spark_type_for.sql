@@ -1,0 +1,43 @@
+{#-
+    The Spark type a Postgres column type (as `format_type` writes it, which is what wal2json sends)
+    maps to, as SQL over the type text `source_type`:
+    - smallint, integer, bigint; real -> float, double precision -> double; boolean;
+    - numeric(p,s) -> decimal(p,s) up to precision 38; unconstrained numeric, or a precision over
+      38, -> string (Spark's decimal holds 38 digits at most);
+    - text, character varying(n), character(n), uuid, name, citext, an enum or any other type
+      without a Spark counterpart -> string;
+    - date; timestamp without time zone -> timestamp_ntz; timestamp with time zone -> timestamp
+      (an instant, shown in the session's time zone, UTC here);
+    - time, interval, json and jsonb -> string (their text as Postgres writes it);
+    - bytea -> binary;
+    - an array of any of these (`text[]`) -> array<its element's type>.
+-#}
+{% macro spark_type_for(source_type) -%}
+    {%- set text = "lower(trim(" ~ source_type ~ "))" -%}
+    {%- set element = "case when " ~ text ~ " like '%[]' then substr(" ~ text ~ ", 1, length(" ~ text
+        ~ ") - 2) else " ~ text ~ " end" -%}
+    {%- set scalar -%}
+        case
+            when {{ element }} in ('smallint', 'int2') then 'smallint'
+            when {{ element }} in ('integer', 'int', 'int4') then 'int'
+            when {{ element }} in ('bigint', 'int8') then 'bigint'
+            when {{ element }} in ('real', 'float4') then 'float'
+            when {{ element }} in ('double precision', 'float8') then 'double'
+            when {{ element }} in ('boolean', 'bool') then 'boolean'
+            when
+                {{ element }} rlike '^(numeric|decimal)[(][0-9]+,[0-9]+[)]$'
+                and cast(regexp_extract({{ element }}, '[(]([0-9]+),', 1) as int) <= 38
+                then concat('decimal', regexp_extract({{ element }}, '([(][0-9]+,[0-9]+[)])$', 1))
+            when {{ element }} = 'date' then 'date'
+            when {{ element }} rlike '^timestamp([(][0-9][)])? without time zone$' then 'timestamp_ntz'
+            when {{ element }} rlike '^timestamp([(][0-9][)])? with time zone$' then 'timestamp'
+            when {{ element }} = 'bytea' then 'binary'
+            else 'string'
+        end
+    {%- endset -%}
+    case
+        when {{ source_type }} is null then null
+        when trim({{ source_type }}) like '%[]' then concat('array<', {{ scalar }}, '>')
+        else {{ scalar }}
+    end
+{%- endmacro %}

@@ -1,0 +1,134 @@
+{#-
+    Every column each captured table has shown in the change stream, with the type the capture sent
+    for it and the Spark type that maps to: one row per source table, column and source type, with
+    the first and last positions it was seen at. A column added at the source appears with its
+    first change; a type change shows as a second row for the column, whose first position is
+    where the new type begins.
+
+    landed -> seen (one row per column and type of each change) -> batch_columns
+    batch_columns (+ this, for the keys seen again) -> combined -> final
+
+    An incremental run reads the batches landed since the greatest batch_id it has recorded. It
+    reads every landed change, not only the consumable ones: a type is a fact of the stream, whether
+    or not its transaction is complete yet.
+-#}
+{{
+    config(
+        materialized='incremental',
+        incremental_strategy='merge',
+        unique_key=['source_id', 'source_schema', 'source_table', 'column_name', 'source_type'],
+        on_schema_change='append_new_columns',
+    )
+}}
+{#- on_schema_change 'append_new_columns': a column added here later reaches the existing table. -#}
+{%- set column_key = ['source_id', 'source_schema', 'source_table', 'column_name', 'source_type'] %}
+
+with
+
+landed as (
+
+    select * from {{ ref('stg_wal__events') }}
+    where
+        column_types is not null
+        {%- if is_incremental() %}
+            and batch_id > (select coalesce(max(last_batch_id), 0) from {{ this }})
+        {%- endif %}
+
+),
+
+-- A column whose type the capture did not send (wal2json's include-types off) has no type to record.
+seen as (
+
+    select
+        landed.source_id,
+        landed.source_schema,
+        landed.source_table,
+        types.column_name,
+        types.source_type,
+        landed.commit_lsn,
+        landed.commit_idx,
+        landed.committed_at,
+        landed.batch_id
+
+    from landed
+        lateral view explode(landed.column_types) types as column_name, source_type
+    where types.source_type is not null
+
+),
+
+batch_columns as (
+
+    select
+        {{ column_key | join(',\n        ') }},
+        min(struct(commit_lsn, commit_idx, committed_at)) as first_seen,
+        max(struct(commit_lsn, commit_idx, committed_at)) as last_seen,
+        max(batch_id) as last_batch_id
+
+    from seen
+    group by {{ column_key | join(', ') }}
+
+),
+
+-- A late file can hold an earlier position than one recorded: the recorded row and this run's are
+-- folded together, so first_seen stays the least position and last_seen the greatest.
+combined as (
+
+    select * from batch_columns
+    {%- if is_incremental() %}
+
+        union all
+
+        select
+            {{ column_key | join(',\n            ') }},
+            struct(
+                recorded.first_commit_lsn as commit_lsn,
+                recorded.first_commit_idx as commit_idx,
+                recorded.first_committed_at as committed_at
+            ) as first_seen,
+            struct(
+                recorded.last_commit_lsn as commit_lsn,
+                recorded.last_commit_idx as commit_idx,
+                recorded.last_committed_at as committed_at
+            ) as last_seen,
+            recorded.last_batch_id
+
+        from {{ this }} as recorded
+        left semi join batch_columns
+            on {{ columns_equal('recorded', 'batch_columns', column_key) }}
+    {%- endif %}
+
+),
+
+folded as (
+
+    select
+        {{ column_key | join(',\n        ') }},
+        min(first_seen) as first_seen,
+        max(last_seen) as last_seen,
+        max(last_batch_id) as last_batch_id
+
+    from combined
+    group by {{ column_key | join(', ') }}
+
+),
+
+final as (
+
+    select
+        {{ column_key | join(',\n        ') }},
+        {{ spark_type_for('source_type') }} as spark_type,
+        first_seen.commit_lsn as first_commit_lsn,
+        {{ lsn_to_text('first_seen.commit_lsn') }} as first_commit_lsn_text,
+        first_seen.commit_idx as first_commit_idx,
+        first_seen.committed_at as first_committed_at,
+        last_seen.commit_lsn as last_commit_lsn,
+        {{ lsn_to_text('last_seen.commit_lsn') }} as last_commit_lsn_text,
+        last_seen.commit_idx as last_commit_idx,
+        last_seen.committed_at as last_committed_at,
+        last_batch_id
+
+    from folded
+
+)
+
+select * from final
