@@ -24,7 +24,7 @@ from python_jobs.spark_session import PROJECT_DIR, SparkSetupError, get_spark
 from testkit import sample
 
 RAW_TABLES = ("wal_events", "wal_rejects", "wal_frontier")
-MODEL_TABLES = ("sequin_events", "consumer_records", "record_history")
+MODEL_TABLES = ("sequin_events", "consumer_records", "record_history", "column_registry")
 AUDIT_TABLES = ("sequin_violations",)  # built in <schema>_audit (models/audit)
 
 
