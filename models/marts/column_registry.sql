@@ -12,16 +12,16 @@
     reads every landed change, not only the consumable ones: a type is a fact of the stream, whether
     or not its transaction is complete yet.
 -#}
+{%- set column_key = ['source_id', 'source_schema', 'source_table', 'column_name', 'source_type'] -%}
 {{
     config(
         materialized='incremental',
         incremental_strategy='merge',
-        unique_key=['source_id', 'source_schema', 'source_table', 'column_name', 'source_type'],
+        unique_key=column_key,
         on_schema_change='append_new_columns',
     )
 }}
-{#- on_schema_change 'append_new_columns': a column added here later reaches the existing table. -#}
-{%- set column_key = ['source_id', 'source_schema', 'source_table', 'column_name', 'source_type'] %}
+{#- on_schema_change 'append_new_columns': a column added here later reaches the existing table. #}
 
 with
 
