@@ -45,13 +45,14 @@ seen as (
         landed.source_table,
         types.column_name,
         types.source_type,
+        types.column_position,
         landed.commit_lsn,
         landed.commit_idx,
         landed.committed_at,
         landed.batch_id
 
     from landed
-        lateral view explode(landed.column_types) types as column_name, source_type
+        lateral view posexplode(landed.column_types) types as column_position, column_name, source_type
     where types.source_type is not null
 
 ),
@@ -60,8 +61,8 @@ batch_columns as (
 
     select
         {{ column_key | join(',\n        ') }},
-        min(struct(commit_lsn, commit_idx, committed_at)) as first_seen,
-        max(struct(commit_lsn, commit_idx, committed_at)) as last_seen,
+        min(struct(commit_lsn, commit_idx, committed_at, column_position)) as first_seen,
+        max(struct(commit_lsn, commit_idx, committed_at, column_position)) as last_seen,
         max(batch_id) as last_batch_id
 
     from seen
@@ -83,12 +84,14 @@ combined as (
             struct(
                 recorded.first_commit_lsn as commit_lsn,
                 recorded.first_commit_idx as commit_idx,
-                recorded.first_committed_at as committed_at
+                recorded.first_committed_at as committed_at,
+                recorded.column_position
             ) as first_seen,
             struct(
                 recorded.last_commit_lsn as commit_lsn,
                 recorded.last_commit_idx as commit_idx,
-                recorded.last_committed_at as committed_at
+                recorded.last_committed_at as committed_at,
+                recorded.column_position
             ) as last_seen,
             recorded.last_batch_id
 
@@ -117,6 +120,7 @@ final as (
     select
         {{ column_key | join(',\n        ') }},
         {{ spark_type_for('source_type') }} as spark_type,
+        first_seen.column_position,
         first_seen.commit_lsn as first_commit_lsn,
         {{ lsn_to_text('first_seen.commit_lsn') }} as first_commit_lsn_text,
         first_seen.commit_idx as first_commit_idx,
