@@ -9,7 +9,7 @@
     {%- if stamp is none -%}
         {{ return('no commit of it says which seq it consumed') }}
     {%- elif stamp.sequin_table_id != sequin_table_id(sequin_relation) -%}
-        {{ return('sequin_events was rebuilt since its last run, so seq was renumbered') }}
+        {{ return(sequin_relation.identifier ~ ' was rebuilt since its last run, so what it consumed is gone or renumbered') }}
     {%- elif stamp.subscriptions != subscriptions_fingerprint(subscriptions_relation) -%}
         {{ return('the consumers seed changed since its last run') }}
     {%- endif -%}

@@ -6,13 +6,16 @@
     The mark rides on the same atomic commit as the rows: a crash leaves both or neither.
     None when no stamped commit is found (or not executing); a field the stamp lacks is none.
     The history is read once per invocation (`run_query_once`): the model's rendering and its
-    materialization both ask, before the model's own commit.
+    materialization both ask, before the model's own commit. `after_its_run`: the stamp as the
+    models after it in the run read it (the mirrors reading source_records'), cached apart from what
+    the model itself read before its commit.
 -#}
-{% macro consumer_stamp(relation) %}
+{% macro consumer_stamp(relation, after_its_run=false) %}
     {%- if not execute -%}
         {{ return(none) }}
     {%- endif -%}
-    {%- set history = run_query_once('describe history ' ~ relation ~ ' limit 50') -%}
+    {%- set query = 'describe history ' ~ relation ~ ' limit 50' -%}
+    {%- set history = run_query_once(query, key=query ~ ' (after its run)' if after_its_run else none) -%}
     {%- for row in history.rows -%}
         {%- set metadata = row['userMetadata'] -%}
         {%- if metadata and metadata.startswith('wal_lake.consumed_seq=') -%}

@@ -7,15 +7,18 @@
     (should_full_refresh), before the model's own commit. Both contexts share the manifest's flat
     graph (`graph`), so the answers live there; they are dropped when a later invocation in the same
     process (a dbtRunner call after another) first asks.
+    `key`: the answer's name instead of the SQL text, for a question asked again after something in
+    the run changed its answer (a model's stamp read by the models after it).
 -#}
-{% macro run_query_once(sql) %}
+{% macro run_query_once(sql, key=none) %}
+    {%- set key = sql if key is none else key -%}
     {%- set store = graph.setdefault('wal_lake_run_query_once', {}) -%}
     {%- if store.get('invocation_id') != invocation_id -%}
         {%- do store.clear() -%}
         {%- do store.update({'invocation_id': invocation_id, 'answers': {}}) -%}
     {%- endif -%}
-    {%- if sql not in store['answers'] -%}
-        {%- do store['answers'].update({sql: run_query(sql)}) -%}
+    {%- if key not in store['answers'] -%}
+        {%- do store['answers'].update({key: run_query(sql)}) -%}
     {%- endif -%}
-    {{ return(store['answers'][sql]) }}
+    {{ return(store['answers'][key]) }}
 {% endmacro %}

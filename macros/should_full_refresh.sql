@@ -17,7 +17,17 @@
     {%- if adapter.get_relation(this.database, this.schema, this.identifier) is none -%}
         {{ return(full_refresh) }}
     {%- endif -%}
-    {%- set reason = consumer_rebuild_reason(this, ref('sequin_events'), ref('int_consumer_subscriptions')) -%}
+    {#-
+        `wal_lake_consumer: true` reads sequin_events for the consumers' subscriptions
+        (consumer_records); a mapping names the model it reads by seq and whether subscriptions
+        apply (`{reads: source_records, subscriptions: false}`: the mirrors).
+    -#}
+    {%- set consumer = config.get('meta').get('wal_lake_consumer') -%}
+    {%- set reads = consumer.get('reads', 'sequin_events') if consumer is mapping else 'sequin_events' -%}
+    {%- set subscribed = consumer.get('subscriptions', true) if consumer is mapping else true -%}
+    {%- set reason = consumer_rebuild_reason(
+        this, ref(reads), ref('int_consumer_subscriptions') if subscribed else none
+    ) -%}
     {%- if reason and never -%}
         {{ exceptions.raise_compiler_error(
             this ~ ' must be rebuilt (' ~ reason ~ ') but has full_refresh: false; run it with --full-refresh'

@@ -1,11 +1,14 @@
 {#-
     A fingerprint (sha2 text) of the consumers' subscriptions (`relation`: int_consumer_subscriptions):
     a consumer model built for one set of subscriptions is rebuilt when it changes. None when not
-    executing. Read once per invocation (`run_query_once`).
+    executing; 'none' for a model that applies no subscriptions (`relation` none: source_records
+    and the mirrors). Read once per invocation (`run_query_once`).
 -#}
 {% macro subscriptions_fingerprint(relation) %}
     {%- if not execute -%}
         {{ return(none) }}
+    {%- elif relation is none -%}
+        {{ return('none') }}
     {%- endif -%}
     {%- set query -%}
         select sha2(

@@ -24,7 +24,15 @@ from python_jobs.spark_session import PROJECT_DIR, SparkSetupError, get_spark
 from testkit import sample
 
 RAW_TABLES = ("wal_events", "wal_rejects", "wal_frontier")
-MODEL_TABLES = ("sequin_events", "consumer_records", "record_history", "column_registry")
+MODEL_TABLES = (
+    "sequin_events",
+    "consumer_records",
+    "record_history",
+    "column_registry",
+    "source_records",
+    "mirror_tables",
+    "mirror_rejects",
+)
 AUDIT_TABLES = ("sequin_violations",)  # built in <schema>_audit (models/audit)
 
 
@@ -67,6 +75,7 @@ def report(spark, raw_schema: str, schema: str) -> None:
             print(f"  {name:<36} not built")
     if not spark.catalog.tableExists(f"{schema}.consumer_records"):
         return
+    report_mirrors(spark, schema)
     print("\nconsumer_records per table:")
     for row in spark.sql(
         "select consumer_name, source_id, source_schema || '.' || source_table as source_table, "
@@ -75,6 +84,19 @@ def report(spark, raw_schema: str, schema: str) -> None:
         print(
             f"  {row.consumer_name:<12} {row.source_id:<16} {row.source_table:<22} {row.n:>6,} live records"
         )
+
+
+def report_mirrors(spark, schema: str) -> None:
+    if not spark.catalog.tableExists(f"{schema}.mirror_tables"):
+        return
+    print(f"\ntyped mirrors ({schema}.mirror_tables):")
+    for row in spark.sql(
+        f"select mirror_relation, count(*) as columns from {schema}.mirror_tables group by all order by all"
+    ).collect():
+        rows = (
+            spark.table(row.mirror_relation).count() if spark.catalog.tableExists(row.mirror_relation) else 0
+        )
+        print(f"  {row.mirror_relation:<52} {rows:>6,} rows, {row.columns} typed columns")
 
 
 Query = Callable[[str], list[tuple]]  # runs one SQL statement, returns its rows
@@ -131,6 +153,7 @@ def verify(query: Query, landing: Path, schema: str) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from python_jobs import mirrors
     from python_jobs.ingest import job as ingest
 
     args = parse_args(argv)
@@ -157,6 +180,8 @@ def main(argv: list[str] | None = None) -> int:
     print("[3/4] ingestion: landing files into wal_events")
     summary = ingest.run(spark, str(landing.resolve()), schema=args.raw_schema)
     print(f"      {summary.line()}")
+    print("      typed mirrors: one dbt model per captured table")
+    mirrors.generate(spark, args.raw_schema)
     print("[4/4] dbt build: models, snapshot, unit and data tests")
     ok = dbt_build(spark, args.schema)
     report(spark, args.raw_schema, args.schema)

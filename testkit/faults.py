@@ -50,7 +50,7 @@ AUDIT_TABLES = ("sequin_violations",)  # built in <schema>_audit (models/audit)
 # Columns that record when a run happened (or a copy's mtime), not what it produced.
 RUN_COLUMNS = {"ingested_at", "updated_at", "done_at", "planned_at", "modified_at"}
 LANDING_MARK = "<landing>"
-# What the comparisons read; the marts' `current_*` views hold nothing of their own.
+# What the comparisons read.
 MODELS = ("+consumer_records", "+record_history", "+sequin_violations")
 # dbt's parsed project, saved once and copied into every run's target: no run parses it again.
 PARSE_STATE = "partial_parse.msgpack"

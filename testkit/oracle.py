@@ -40,7 +40,9 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import re
+import struct
 from collections.abc import Iterable, Mapping
 from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal, InvalidOperation
@@ -300,6 +302,56 @@ def compare_states(expected: State, actual: State, types: Types, keys: Keys | No
         else:
             problems.extend(_compare_multiset(table, exp_rows, act_rows))
     return problems
+
+
+def _float32(value: float) -> float:
+    """A ``real`` as Spark's float holds it, written with the fewest digits that read back the same
+    float32: the number Postgres prints for it."""
+    packed = struct.pack("f", value)
+    for digits in range(1, 10):
+        shortest = float(f"{value:.{digits}g}")
+        if struct.pack("f", shortest) == packed:
+            return shortest
+    return value
+
+
+def typed_spark_value(pg_type: str, value):
+    """A value of a typed mirror (as PySpark returns it) in the form ``typed_value`` gives the same
+    column's Postgres value, so the two compare as values: text columns (the types a mirror keeps as
+    text: time, interval, json, uuid, unconstrained numeric, ...) are typed from their text; numbers,
+    booleans, dates, timestamps (UTC), binaries and arrays are compared as Spark holds them."""
+    if value is None:
+        return None
+    kind = base_type(pg_type)
+    if isinstance(value, str):
+        return typed_value(pg_type, value)
+    if isinstance(value, list):
+        return [typed_spark_value(kind[:-2], item) for item in value]
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "NaN"
+        if math.isinf(value):
+            return "Infinity" if value > 0 else "-Infinity"
+        return _float32(value) if kind == "real" else value
+    if isinstance(value, bytes | bytearray):
+        return bytes(value)
+    if isinstance(value, datetime) and kind == "timestamp with time zone":
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+    return value
+
+
+def compare_mirror(
+    table: str, key_columns: list[str], expected: list[dict], mirror: list[dict], types: Types
+) -> list[str]:
+    """Differences between a table's rows in Postgres (``postgres_state``) and its typed mirror's rows
+    (PySpark row dicts of the table's columns), each side typed by the column's Postgres type."""
+    column_types = types.get(table, {})
+    exp_rows = [typed_row(row, column_types) for row in expected]
+    act_rows = [
+        {column: typed_spark_value(column_types.get(column, "text"), value) for column, value in row.items()}
+        for row in mirror
+    ]
+    return _compare_keyed(table, key_columns, exp_rows, act_rows)
 
 
 def _short(value, limit: int = 80) -> str:

@@ -7,7 +7,9 @@ second JVM or a second lock on the Derby metastore.
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import tempfile
 from pathlib import Path
 from typing import NamedTuple
@@ -23,6 +25,11 @@ os.environ["DBT_TARGET_PATH"] = str(_SCRATCH / "dbt_target")
 os.environ["DBT_LOG_PATH"] = str(_SCRATCH / "dbt_logs")
 os.environ.setdefault("WAL_LAKE_CORES", "2")
 os.environ["WAL_LAKE_TARGET"] = "local"
+# No typed mirror models but the ones a test writes: the `schemas` fixture names a directory per
+# module. Inside the project, as dbt needs them (python_jobs/mirrors.py), under the gitignored target/.
+_MIRROR_MODELS = Path("target") / "test_mirror_models" / _SCRATCH.name
+os.environ["WAL_LAKE_MIRROR_MODELS"] = str(_MIRROR_MODELS / "none")
+atexit.register(shutil.rmtree, PROJECT_DIR / _MIRROR_MODELS, ignore_errors=True)
 
 
 # The suite runs in two workers, a module to a worker (pyproject.toml: -n 2 --dist loadfile). The
@@ -57,21 +64,24 @@ class Schemas(NamedTuple):
     raw: str  # the ingestion job's tables (dbt's sources)
     models: str  # dbt's models and seeds
     audit: str  # dbt's audit models (<models>_audit)
+    mirror: str  # dbt's typed mirrors (<models>_mirror)
 
 
 @pytest.fixture(scope="module")
 def schemas(request):
-    """Schemas of the test module's own, named after it (test_foo.py: foo_raw, foo, foo_audit), for the
-    ingestion job and for dbt (through the variables profiles.yml and the sources read): a module
-    neither reads another's leftovers nor leaves any in the default schemas. Dropped first."""
+    """Schemas of the test module's own, named after it (test_foo.py: foo_raw, foo, foo_audit,
+    foo_mirror), for the ingestion job and for dbt (through the variables profiles.yml and the sources
+    read): a module neither reads another's leftovers nor leaves any in the default schemas. Dropped
+    first. The module's typed mirror models (python_jobs.mirrors) go to a directory of its own."""
     name = request.module.__name__.rpartition(".")[2].removeprefix("test_")
-    names = Schemas(raw=f"{name}_raw", models=name, audit=f"{name}_audit")
+    names = Schemas(raw=f"{name}_raw", models=name, audit=f"{name}_audit", mirror=f"{name}_mirror")
     spark = request.getfixturevalue("spark")
     for schema in names:
         spark.sql(f"drop schema if exists {schema} cascade")
     with pytest.MonkeyPatch.context() as env:
         env.setenv("WAL_LAKE_RAW_SCHEMA", names.raw)
         env.setenv("WAL_LAKE_SCHEMA", names.models)
+        env.setenv("WAL_LAKE_MIRROR_MODELS", str(_MIRROR_MODELS / name))
         yield names
 
 

@@ -51,8 +51,10 @@ def change(
     source: str = "src",
     key_columns: tuple = ("id",),
     old_identity: dict | None = None,
+    types: dict | None = None,
 ) -> dict:
-    """One wal_events row. `pk` values are texts in key order; record maps column to text."""
+    """One wal_events row. `pk` values are texts in key order; record maps column to text; `types`
+    gives a column's source type (text when not named)."""
     return {
         "source_id": source,
         "commit_lsn": lsn,
@@ -71,9 +73,9 @@ def change(
             json.dumps([str(v) for v in old_pk], separators=(",", ":")) if old_pk is not None else None
         ),
         "old_identity": old_identity,
-        # As wal2json sends it: a type for each column of a row change (all text here).
+        # As wal2json sends it: a type for each column of a row change.
         "column_types": (
-            {column: "text" for column in record}
+            {column: (types or {}).get(column, "text") for column in record}
             if record is not None and action in ("insert", "update", "delete", "read")
             else None
         ),

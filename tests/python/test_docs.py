@@ -1,8 +1,8 @@
-"""The analyst-facing layer: typed current-state views, and the dbt documentation site.
+"""The analyst-facing layer: typed mirrors, and the dbt documentation site.
 
-Builds the models on a few hand-landed changes, checks the typed views, generates the docs in
-process (same Spark session), checks every model and column is described, and renders the site in
-headless Chromium (installed by `scripts/setup.sh --chromium`).
+Builds every model, the typed mirrors included, on a few hand-landed changes, checks the mirrors,
+generates the docs in process (same Spark session), checks every model and column is described, and
+renders the site in headless Chromium (installed by `scripts/setup.sh --chromium`).
 """
 
 from __future__ import annotations
@@ -23,6 +23,8 @@ from pathlib import Path
 import pytest
 from model_helpers import change, land, reset_raw_tables
 
+from python_jobs import mirrors
+
 CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if os.path.exists("/usr/bin/chromium") else None)
 
 CUSTOMER = {
@@ -32,8 +34,15 @@ CUSTOMER = {
     "bio": "first customer",
     "updated_at": "2026-01-01 10:00:00+00",
 }
+CUSTOMER_TYPES = {"id": "bigint", "updated_at": "timestamp with time zone"}
+ORDER_TYPES = {
+    "id": "bigint",
+    "customer_id": "bigint",
+    "total": "numeric(12,2)",
+    "placed_at": "timestamp with time zone",
+}
 CHANGES = [
-    change(1000, 0, "insert", table="customers", pk=("1",), record=CUSTOMER),
+    change(1000, 0, "insert", table="customers", pk=("1",), record=CUSTOMER, types=CUSTOMER_TYPES),
     change(
         1000,
         1,
@@ -47,6 +56,7 @@ CHANGES = [
             "total": "10.50",
             "placed_at": "2026-01-01T10:05:00.123456Z",
         },
+        types=ORDER_TYPES,
     ),
     change(
         1000,
@@ -56,9 +66,12 @@ CHANGES = [
         pk=("7", "1"),
         key_columns=("order_id", "line_no"),
         record={"order_id": "7", "line_no": "1", "sku": "SKU-1", "qty": "3"},
+        types={"order_id": "bigint", "line_no": "integer", "qty": "integer"},
     ),
-    change(2000, 0, "insert", table="customers", pk=("2",), record={**CUSTOMER, "id": "2"}),
-    change(3000, 0, "delete", table="customers", pk=("2",), record={"id": "2"}),
+    change(
+        2000, 0, "insert", table="customers", pk=("2",), record={**CUSTOMER, "id": "2"}, types=CUSTOMER_TYPES
+    ),
+    change(3000, 0, "delete", table="customers", pk=("2",), record={"id": "2"}, types=CUSTOMER_TYPES),
 ]
 
 
@@ -67,26 +80,27 @@ def docs_target(spark, dbt, schemas) -> Path:
     reset_raw_tables(spark)
     dbt("seed", "--full-refresh")
     land(spark, CHANGES, batch_id=1)
+    mirrors.generate(spark, schemas.raw)
     dbt("run", "--full-refresh")
     dbt("docs", "generate")
     return Path(os.environ["DBT_TARGET_PATH"])
 
 
-def test_typed_views_return_typed_values(spark, schemas, docs_target):
-    types = dict(spark.table(f"{schemas.models}.current_customers").dtypes)
-    assert types["id"] == "bigint"
-    assert types["updated_at"] == "timestamp"
-    customers = spark.table(f"{schemas.models}.current_customers").collect()
-    assert len(customers) == 1  # customer 2 was deleted
-    row = customers[0]
+def test_mirrors_hold_typed_values(spark, schemas, docs_target):
+    customers = spark.table(f"{schemas.mirror}.src__public__customers")
+    types = dict(customers.dtypes)
+    assert (types["id"], types["email"], types["updated_at"]) == ("bigint", "string", "timestamp")
+    rows = customers.collect()
+    assert len(rows) == 1  # customer 2 was deleted
+    row = rows[0]
     assert (row.id, row.email, row.name, row.bio) == (1, "ada@example.com", "Ada", "first customer")
     assert row.updated_at == datetime(2026, 1, 1, 10, 0)  # session time zone is UTC
-    assert (row.source_id, row.record_pk, row.commit_lsn_text) == ("src", '["1"]', "0/3E8")
+    assert (row._wal_lake_record_pk, row._wal_lake_commit_lsn) == ('["1"]', "0/3E8")
 
-    order = spark.table(f"{schemas.models}.current_orders").collect()[0]
+    order = spark.table(f"{schemas.mirror}.src__public__orders").collect()[0]
     assert (order.id, order.customer_id, order.total) == (7, 1, Decimal("10.50"))
-    assert order.placed_at == datetime(2026, 1, 1, 10, 5, 0, 123456)  # Debezium's ISO rendering
-    item = spark.table(f"{schemas.models}.current_order_items").collect()[0]
+    assert order.placed_at == datetime(2026, 1, 1, 10, 5, 0, 123456)  # an ISO rendering converts too
+    item = spark.table(f"{schemas.mirror}.src__public__order_items").collect()[0]
     assert (item.order_id, item.line_no, item.sku, item.qty) == (7, 1, "SKU-1", 3)
 
 
@@ -98,7 +112,7 @@ def test_every_model_and_column_is_described(docs_target):
         for uid, node in manifest["nodes"].items()
         if node["resource_type"] == "model" and node["package_name"] == "wal_lake"
     }
-    assert {"model.wal_lake.sequin_events", "model.wal_lake.current_customers"} <= models.keys()
+    assert {"model.wal_lake.sequin_events", "model.wal_lake.src__public__customers"} <= models.keys()
     undocumented = []
     for uid, node in models.items():
         if not node["description"].strip():

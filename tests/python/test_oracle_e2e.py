@@ -15,6 +15,9 @@ over everything), incrementally. Then for every source:
 
 - consumer_records equals `select * from t` value for value, for every table with a key; a keyless
   table has no record there;
+- every keyed table's typed mirror equals `select * from t` too, compared typed (each column in the
+  Spark type its Postgres type maps to), with nothing in mirror_rejects; the Debezium sources, which
+  send no types, have no mirrors;
 - sequin_events holds exactly the changes Postgres decoded, once each, in decode order (taken from a
   slot that nothing advanced, not from any rule about positions), at distinct positions, with a
   null record_pk for a keyless table's changes and a key for every other row change.
@@ -31,7 +34,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from python_jobs import capture
+from python_jobs import capture, mirrors
 from python_jobs.demo import consumer_state, spark_query
 from python_jobs.ingest import job as ingest
 from python_jobs.lsn import format_lsn, parse_lsn
@@ -48,6 +51,22 @@ KEYLESS = frozenset(f"public.{table}" for table in workload.KEYLESS_TABLES)
 # told apart in Debezium's lines and collapse into one position (README, known limits).
 DEBEZIUM_SKIPPED = frozenset({"public.devices"}) | KEYLESS
 PROBLEMS_PER_SOURCE = 4  # enough to see what differs, short enough to see every source
+# The Spark type each Postgres type of the workload's tables must have in a typed mirror.
+MIRROR_TYPES = {
+    "bigint": "bigint",
+    "integer": "int",
+    "text": "string",
+    "numeric(12,2)": "decimal(12,2)",
+    "numeric": "string",
+    "boolean": "boolean",
+    "timestamp with time zone": "timestamp",
+    "jsonb": "string",
+    "double precision": "double",
+    "real": "float",
+    "date": "date",
+}
+# What builds the typed mirrors (python_jobs.mirrors writes their models first).
+MIRROR_MODELS = ("source_records", "tag:mirror", "mirror_tables", "mirror_rejects")
 TABLE_KEYS = {
     "accounts": "id",
     "tags": "code",
@@ -237,6 +256,40 @@ def registry_problems(spark, schema: str, source_id: str, t: dict) -> list[str]:
     return problems
 
 
+def mirror_problems(spark, schema: str, source_id: str, t: dict) -> list[str]:
+    """Every keyed table's typed mirror equals `select * from t`, value for value and typed, with the
+    Spark types MIRROR_TYPES gives; nothing rejected; no mirror for a source that sends no types."""
+    relations = {
+        f"{r.source_schema}.{r.source_table}": r.mirror_relation
+        for r in spark.sql(
+            f"select distinct source_schema, source_table, mirror_relation from {schema}.mirror_tables"
+            f" where source_id = '{source_id}'"
+        ).collect()
+    }
+    if t["debezium"]:
+        return [f"mirrors: {sorted(relations)} for a source that sends no types"] if relations else []
+    problems = [
+        f"mirror_rejects: {r.source_table}.{r.column_name} {r.raw_value!r}: {r.reason}"
+        for r in spark.sql(f"select * from {schema}.mirror_rejects where source_id = '{source_id}'").collect()
+    ]
+    for table, rows in sorted(t["state"].items()):
+        if table not in relations:
+            problems += [f"mirror: none for {table}"] if rows else []
+            continue
+        mirror = spark.table(relations[table])
+        found = {f.name: f.dataType.simpleString() for f in mirror.schema.fields}
+        for column, pg_type in t["types"][table].items():
+            if found.get(column) != MIRROR_TYPES.get(pg_type, "no expectation"):
+                problems.append(f"mirror {table}.{column} ({pg_type}): {found.get(column)}")
+        columns = list(t["types"][table])
+        mirrored = [{c: row[c] for c in columns if c in found} for row in mirror.collect()]
+        if table in KEYLESS:  # no key, no record (README, known limits)
+            problems += [f"mirror {table}: {len(mirrored)} rows of a keyless table"] if mirrored else []
+            continue
+        problems += oracle.compare_mirror(table, t["keys"][table], rows, mirrored, t["types"])
+    return problems
+
+
 def consumer_problems(spark, schema: str, source_id: str, t: dict) -> list[str]:
     expected = {table: rows for table, rows in t["state"].items() if table not in KEYLESS}
     actual = consumer_state(spark_query(spark), schema, source_id)
@@ -258,7 +311,8 @@ def test_models_equal_postgres_after_live_capture(postgres, spark, dbt, schemas,
     first = land()
     problems = ingest_problems("first", first)
     dbt("seed")
-    dbt("run", "--full-refresh", "-s", "+consumer_records", "+sequin_violations", "column_registry")
+    build = ("+consumer_records", "+sequin_violations", "column_registry")
+    dbt("run", "--full-refresh", "-s", *build)
 
     more, late = run_seeds(postgres.dsn(), SEEDS[10:], landing, decoded, holding)
     truth |= more
@@ -272,8 +326,13 @@ def test_models_equal_postgres_after_live_capture(postgres, spark, dbt, schemas,
         problems += reject_reasons(spark, schemas.raw)
     if again.files or again.landed:
         problems.append(f"a rerun over landed files read or landed something: {again.line()}")
-    dbt("run", "-s", "+consumer_records", "+sequin_violations", "column_registry")
-    dbt("run", "-s", "+consumer_records", "+sequin_violations", "column_registry")  # a rerun with nothing new
+    dbt("run", "-s", *build)
+    dbt("run", "-s", *build)  # a rerun with nothing new
+    # The typed mirrors of every table, built once at the end: a model per table is a dbt step per
+    # table (126 here); their incremental runs and schema changes are test_mirrors' and
+    # test_mirrors_live's.
+    mirrors.generate(spark, schemas.raw)
+    dbt("run", "-s", *MIRROR_MODELS)
     tests = ("sequin_events", "consumer_records", "sequin_violations", "column_registry")
     tested = dbt("test", "-s", *tests, "--exclude", "test_type:unit", expect_success=False)
     if not tested.success:
@@ -284,6 +343,7 @@ def test_models_equal_postgres_after_live_capture(postgres, spark, dbt, schemas,
         found = consumer_problems(spark, schemas.models, source_id, t)
         found += sequin_problems(spark, schemas.models, source_id, t)
         found += registry_problems(spark, schemas.models, source_id, t)
+        found += mirror_problems(spark, schemas.models, source_id, t)
         problems += [f"{source_id}: {p}" for p in found[:PROBLEMS_PER_SOURCE]]
         if len(found) > PROBLEMS_PER_SOURCE:
             problems.append(f"{source_id}: {len(found) - PROBLEMS_PER_SOURCE} more differences")

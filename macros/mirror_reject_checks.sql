@@ -1,0 +1,67 @@
+{#-
+    A select of every value in `records` (source_records) with seq in (bounds.consumed,
+    bounds.upto] that its mirror cannot convert: for each mirror (`mirror_models`) and each of its
+    columns of a type other than string (`mirror_columns` over `registry`), the value the capture
+    sent and `mirror_value`'s result, kept where the one is not null and the other is. One row per
+    rejected value: the record's key and position and a struct `rejected` (column_name,
+    source_type, spark_type, raw_value, converts). Typed and empty when no mirror can reject.
+-#}
+{% macro mirror_reject_checks(records, registry, bounds) -%}
+    {%- set checks = [] -%}
+    {%- for mirror in mirror_models() -%}
+        {%- set checked = mirror_columns(registry, mirror.source_id, mirror.source_schema, mirror.source_table)
+            | rejectattr('spark_type', 'equalto', 'string') | list -%}
+        {%- if checked -%}
+            {%- do checks.append((mirror, checked)) -%}
+        {%- endif -%}
+    {%- endfor -%}
+    {%- for mirror, checked in checks %}
+    select
+        source_id,
+        source_schema,
+        source_table,
+        '{{ mirror.relation }}' as mirror_relation,
+        record_pk,
+        seq,
+        commit_lsn_text,
+        committed_at,
+        explode(filter(
+            array(
+                {%- for column in checked %}
+                {%- set raw = "record['" ~ column.name | replace("'", "''") ~ "']" %}
+                named_struct(
+                    'column_name', '{{ column.name | replace("'", "''") }}',
+                    'source_type', '{{ column.source_type | replace("'", "''") }}',
+                    'spark_type', '{{ column.spark_type }}',
+                    'raw_value', {{ raw }},
+                    'converts', {{ mirror_value(raw, column.spark_type) }} is not null
+                ){{ ',' if not loop.last }}
+                {%- endfor %}
+            ),
+            checked_value -> checked_value.raw_value is not null and not checked_value.converts
+        )) as rejected
+    from {{ records }}
+    where
+        source_id = '{{ mirror.source_id | replace("'", "''") }}'
+        and source_schema = '{{ mirror.source_schema | replace("'", "''") }}'
+        and source_table = '{{ mirror.source_table | replace("'", "''") }}'
+        and seq > {{ bounds.consumed }}
+        and seq <= {{ bounds.upto }}
+        and record is not null
+    {{ 'union all' if not loop.last }}
+    {%- else %}
+    select
+        cast(null as string) as source_id,
+        cast(null as string) as source_schema,
+        cast(null as string) as source_table,
+        cast(null as string) as mirror_relation,
+        cast(null as string) as record_pk,
+        cast(null as bigint) as seq,
+        cast(null as string) as commit_lsn_text,
+        cast(null as timestamp) as committed_at,
+        cast(null as struct<
+            column_name: string, source_type: string, spark_type: string, raw_value: string, converts: boolean
+        >) as rejected
+    where false
+    {%- endfor %}
+{%- endmacro %}

@@ -1,0 +1,26 @@
+{#-
+    The seq range (consumed, upto] a model reading source_records (`records`) applies in this run,
+    as a dict `stamp_consumed_seq` takes: `consumed`, the seq stamped on the model's (`relation`)
+    last commit when `incremental`, else 0; `upto`, the seq stamped on source_records' last commit,
+    read after it ran; `sequin_table_id`, source_records' table id (a rebuild of it rebuilds the
+    model: `should_full_refresh`); no subscriptions. Zeros when not executing.
+-#}
+{% macro mirror_run_bounds(relation, records, incremental) %}
+    {%- set bounds = {'consumed': 0, 'upto': 0, 'sequin_table_id': none, 'subscriptions': 'none'} -%}
+    {%- if not execute -%}
+        {{ return(bounds) }}
+    {%- endif -%}
+    {%- set records_stamp = consumer_stamp(records, after_its_run=true) -%}
+    {%- if records_stamp is none -%}
+        {{ exceptions.raise_compiler_error(records ~ ' has no stamped commit: build it before ' ~ relation) }}
+    {%- endif -%}
+    {%- do bounds.update({'upto': records_stamp.consumed_seq, 'sequin_table_id': sequin_table_id(records)}) -%}
+    {%- if incremental -%}
+        {%- set stamp = consumer_stamp(relation) -%}
+        {%- if stamp is none -%}
+            {{ exceptions.raise_compiler_error(relation ~ ' has no stamped commit to continue from') }}
+        {%- endif -%}
+        {%- do bounds.update({'consumed': stamp.consumed_seq}) -%}
+    {%- endif -%}
+    {{ return(bounds) }}
+{% endmacro %}

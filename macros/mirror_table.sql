@@ -1,0 +1,86 @@
+{#-
+    The body of a typed mirror model (`mirrors/`, written by `python -m python_jobs.mirrors`): one
+    source table's live rows with each column in its Spark type (`mirror_columns`, `mirror_value`),
+    plus the last touch's position (_wal_lake_record_pk, _wal_lake_seq, _wal_lake_commit_lsn,
+    _wal_lake_committed_at).
+
+    It reads source_records, the records of every source folded by the same rules as
+    consumer_records, by seq: an incremental run takes the rows with seq in (consumed, upto], where
+    `consumed` is the seq stamped on the mirror's last commit and `upto` the one stamped on
+    source_records' own; a removed record is a row there (a tombstone), which the merge deletes here.
+    A column seen for the first time is added to the table (earlier rows null); a type that widens
+    the column's is applied in place (Delta type widening); any other type change leaves the column
+    as it is, listed in mirror_tables.
+-#}
+{% macro mirror_table(source_id, source_schema, source_table) %}
+    {{ config(
+        materialized='incremental',
+        incremental_strategy='merge',
+        unique_key='_wal_lake_record_pk',
+        merge_delete_column='_wal_lake_deleted',
+        on_schema_change='ignore',
+        schema='mirror',
+        tags=['mirror'],
+        tblproperties={'delta.enableTypeWidening': 'true'},
+        post_hook="{{ unstamp_consumed_seq() }}",
+        meta={
+            'wal_lake_consumer': {'reads': 'source_records', 'subscriptions': false},
+            'wal_lake_mirror': {
+                'source_id': source_id, 'source_schema': source_schema, 'source_table': source_table,
+            },
+        },
+    ) }}
+    {#-
+        on_schema_change 'ignore': the incremental select carries `_wal_lake_deleted`, which the
+        merge reads and never writes; new columns are added below instead.
+    -#}
+    {%- set records = ref('source_records') -%}
+    {%- set columns = mirror_columns(ref('column_registry'), source_id, source_schema, source_table) -%}
+    {%- set incremental = is_incremental() -%}
+    {%- set bounds = mirror_run_bounds(this, records, incremental) -%}
+    {#- The stamp and the columns' changes, only in a run that writes (not a compile or a unit test). -#}
+    {%- if execute and flags.WHICH in ('run', 'build') and model.resource_type == 'model' -%}
+        {%- do run_query(stamp_consumed_seq(bounds)) -%}
+        {%- if incremental -%}
+            {%- do mirror_evolve_columns(this, columns) -%}
+        {%- endif -%}
+    {%- endif %}
+
+with
+
+records as (
+
+    select * from {{ records }}
+    where
+        source_id = '{{ source_id | replace("'", "''") }}'
+        and source_schema = '{{ source_schema | replace("'", "''") }}'
+        and source_table = '{{ source_table | replace("'", "''") }}'
+        and seq > {{ bounds.consumed }}
+        and seq <= {{ bounds.upto }}
+        {%- if not incremental %}
+            and not is_deleted
+        {%- endif %}
+
+),
+
+final as (
+
+    select
+        {%- for column in columns %}
+            {{ mirror_value("record['" ~ column.name | replace("'", "''") ~ "']", column.spark_type) }}
+                as `{{ column.name | replace('`', '``') }}`,
+        {%- endfor %}
+        record_pk as _wal_lake_record_pk,
+        seq as _wal_lake_seq,
+        commit_lsn_text as _wal_lake_commit_lsn,
+        committed_at as _wal_lake_committed_at
+        {%- if incremental %},
+            is_deleted as _wal_lake_deleted
+        {%- endif %}
+
+    from records
+
+)
+
+select * from final
+{% endmacro %}

@@ -1,0 +1,54 @@
+{#-
+    Every value a typed mirror could not convert to its column's type: the record, the column,
+    the text the capture sent and why. A mirror writes null there; this table says the null is not
+    the source's. Append-only, one row per record, column and seq: an incremental run reads the
+    source_records rows with seq in (consumed, upto], as the mirrors do (`mirror_table`).
+
+    The checks are `mirror_reject_checks`: for every mirror, the very conversion it applies.
+-#}
+{{
+    config(
+        materialized='incremental',
+        incremental_strategy='merge',
+        unique_key=['source_id', 'source_schema', 'source_table', 'record_pk', 'column_name', 'seq'],
+        merge_update=false,
+        on_schema_change='fail',
+        post_hook="{{ unstamp_consumed_seq() }}",
+        meta={'wal_lake_consumer': {'reads': 'source_records', 'subscriptions': false}},
+    )
+}}
+{%- set bounds = mirror_run_bounds(this, ref('source_records'), is_incremental()) -%}
+{%- if execute and flags.WHICH in ('run', 'build') and model.resource_type == 'model' -%}
+    {%- do run_query(stamp_consumed_seq(bounds)) -%}
+{%- endif -%}
+
+with
+
+rejected as (
+
+    {{ mirror_reject_checks(ref('source_records'), ref('column_registry'), bounds) }}
+
+),
+
+final as (
+
+    select
+        source_id,
+        source_schema,
+        source_table,
+        mirror_relation,
+        record_pk,
+        rejected.column_name,
+        rejected.source_type,
+        rejected.spark_type,
+        rejected.raw_value,
+        concat('does not convert to ', rejected.spark_type) as reason,
+        seq,
+        commit_lsn_text,
+        committed_at
+
+    from rejected
+
+)
+
+select * from final

@@ -1,0 +1,265 @@
+"""The typed mirrors, end to end through dbt on Delta, from hand-built landed tables.
+
+Two batches, an incremental build after each, then a full refresh that must give the same mirrors.
+The first batch sends one row of every type the mirrors convert, and the rules the mirrors share
+with consumer_records (an update's left-out column carried, a delete, a key move, a truncate); a
+value that fits no Spark type (numeric NaN into decimal, timestamp infinity) must land in
+mirror_rejects. The second changes the table's schema mid-stream: a column added, one dropped (no
+longer sent), one widened (integer to bigint, numeric(12,2) to numeric(14,2)) and one narrowed
+(bigint to integer), which the mirror refuses and mirror_tables reports.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import date, datetime
+from decimal import Decimal
+
+import pytest
+from model_helpers import change, land, reset_raw_tables
+
+from python_jobs import mirrors
+
+MODELS = ("+source_records", "column_registry", "tag:mirror", "mirror_tables", "mirror_rejects")
+
+TYPES_1 = {
+    "id": "bigint",
+    "qty": "integer",
+    "price": "numeric(12,2)",
+    "ok": "boolean",
+    "at": "timestamp with time zone",
+    "local_at": "timestamp without time zone",
+    "tags": "text[]",
+    "scores": "integer[]",
+    "blob": "bytea",
+    "ratio": "double precision",
+    "level": "real",
+    "day": "date",
+    "big": "bigint",
+    "note": "text",
+    "doc": "jsonb",
+    "amount": "numeric",
+}
+TYPES_2 = {
+    **{k: v for k, v in TYPES_1.items() if k != "ratio"},  # ratio dropped at the source
+    "qty": "bigint",  # widened
+    "price": "numeric(14,2)",  # widened
+    "big": "integer",  # narrowed: refused
+    "color": "character varying(10)",  # added
+}
+
+
+def item(pk: int, **values) -> dict:
+    return {"id": str(pk), **{k: None if v is None else str(v) for k, v in values.items()}}
+
+
+ROW_1 = item(
+    1,
+    qty=5,
+    price="10.50",
+    ok="true",
+    at="2026-01-01 10:00:00.123456+00",
+    local_at="2026-01-01 10:00:00",
+    tags='{"a b","c,d",NULL,plain}',
+    scores="{1,2,NULL}",
+    blob="\\x0a0b",
+    ratio="NaN",
+    level="1.5",
+    day="2026-02-03",
+    big=7,
+    note="big-toasted-text",
+    doc='{"k": [1, 2]}',
+    amount="12345678901234567890123456789012345678901.5",
+)
+
+
+def items(lsn, idx, action, pk, record, types=TYPES_1, **kw):
+    return change(lsn, idx, action, table="items", pk=(pk,), record=record, types=types, **kw)
+
+
+def logs(lsn, idx, action, pk):
+    return change(lsn, idx, action, table="logs", pk=(pk,), record={"id": str(pk)}, types={"id": "integer"})
+
+
+BATCH_1 = [
+    items(100, 0, "insert", 1, ROW_1),
+    # left out: note (an unchanged TOASTed value); it is carried
+    items(100, 1, "update", 1, {k: v for k, v in ROW_1.items() if k != "note"} | {"qty": "6"}),
+    items(200, 0, "insert", 2, item(2, qty=1, price="NaN", at="infinity", ok="false", note="n2")),
+    items(200, 1, "insert", 3, item(3, qty=3, note="gone")),
+    items(200, 2, "delete", 3, {"id": "3"}),
+    items(300, 0, "insert", 5, item(5, qty=5, note="moved")),
+    # a key move that leaves note out: the new key carries it
+    items(300, 1, "update", 6, item(6, qty=50), old_pk=(5,)),
+    logs(300, 2, "insert", 1),
+    logs(300, 3, "insert", 2),
+]
+BATCH_2 = [
+    change(400, 0, "truncate", table="logs"),
+    logs(400, 1, "insert", 3),
+    # ratio no longer sent; color new; qty, price wider; big narrower
+    items(
+        500,
+        0,
+        "update",
+        1,
+        item(1, qty=9000000000, price="123456789012.25", big=8, color="red", note="big-toasted-text"),
+        types=TYPES_2,
+    ),
+    items(500, 1, "insert", 7, item(7, qty=7, big=70, color="blue"), types=TYPES_2),
+]
+
+
+@pytest.fixture(scope="module")
+def built(spark, dbt, schemas):
+    reset_raw_tables(spark)
+    spark.sql(f"create database if not exists {schemas.models}")
+    land(spark, BATCH_1, batch_id=1)
+    names = mirrors.generate(spark, schemas.raw)
+    dbt("run", "-s", *MODELS)
+    first = snapshot(spark, schemas)
+    land(spark, BATCH_2, batch_id=2)
+    assert mirrors.generate(spark, schemas.raw) == names  # no new table: the same models
+    dbt("run", "-s", *MODELS)
+    dbt("run", "-s", *MODELS)  # a rerun with nothing new changes nothing
+    incremental = snapshot(spark, schemas)
+    dbt("test", "-s", *(m.lstrip("+") for m in MODELS), "--exclude", "test_type:unit")
+    dbt("run", "--full-refresh", "-s", *MODELS)
+    return {"names": names, "first": first, "incremental": incremental, "full": snapshot(spark, schemas)}
+
+
+def snapshot(spark, schemas) -> dict:
+    tables = {}
+    for name in ("src__public__items", "src__public__logs"):
+        relation = f"{schemas.mirror}.{name}"
+        tables[name] = {
+            "types": {f.name: f.dataType.simpleString() for f in spark.table(relation).schema.fields},
+            "rows": {r["_wal_lake_record_pk"]: r.asDict() for r in spark.table(relation).collect()},
+        }
+    tables["catalog"] = sorted(tuple(r) for r in spark.table(f"{schemas.models}.mirror_tables").collect())
+    tables["rejects"] = sorted(
+        (r.record_pk, r.column_name, r.raw_value, r.reason)
+        for r in spark.table(f"{schemas.models}.mirror_rejects").collect()
+    )
+    return tables
+
+
+def values(row: dict) -> dict:
+    """A mirror row's source columns, NaN as text (NaN never equals itself)."""
+    return {
+        k: ("NaN" if isinstance(v, float) and math.isnan(v) else v)
+        for k, v in row.items()
+        if not k.startswith("_wal_lake_")
+    }
+
+
+def test_one_model_per_captured_table(built):
+    assert built["names"] == ["src__public__items", "src__public__logs"]
+
+
+def test_every_type_converts(built):
+    items = built["first"]["src__public__items"]
+    assert items["types"] == {
+        "id": "bigint",
+        "qty": "int",
+        "price": "decimal(12,2)",
+        "ok": "boolean",
+        "at": "timestamp",
+        "local_at": "timestamp_ntz",
+        "tags": "array<string>",
+        "scores": "array<int>",
+        "blob": "binary",
+        "ratio": "double",
+        "level": "float",
+        "day": "date",
+        "big": "bigint",
+        "note": "string",
+        "doc": "string",
+        "amount": "string",
+        "_wal_lake_record_pk": "string",
+        "_wal_lake_seq": "bigint",
+        "_wal_lake_commit_lsn": "string",
+        "_wal_lake_committed_at": "timestamp",
+    }
+    row = items["rows"]['["1"]']
+    assert values(row) == {
+        "id": 1,
+        "qty": 6,
+        "price": Decimal("10.50"),
+        "ok": True,
+        "at": datetime(2026, 1, 1, 10, 0, 0, 123456),  # UTC, the session's zone
+        "local_at": datetime(2026, 1, 1, 10, 0, 0),
+        "tags": ["a b", "c,d", None, "plain"],
+        "scores": [1, 2, None],
+        "blob": bytearray(b"\n\x0b"),
+        "ratio": "NaN",
+        "level": 1.5,
+        "day": date(2026, 2, 3),
+        "big": 7,
+        "note": "big-toasted-text",  # carried over the update that left it out
+        "doc": '{"k": [1, 2]}',
+        "amount": "12345678901234567890123456789012345678901.5",
+    }
+    assert row["_wal_lake_commit_lsn"] == "0/64"
+
+
+def test_rules_shared_with_consumer_records(built):
+    items = built["first"]["src__public__items"]["rows"]
+    assert sorted(items) == ['["1"]', '["2"]', '["6"]']  # 3 deleted, 5 moved to 6
+    assert values(items['["6"]'])["note"] == "moved"  # carried across the key move
+    assert sorted(built["first"]["src__public__logs"]["rows"]) == ['["1"]', '["2"]']
+    assert sorted(built["incremental"]["src__public__logs"]["rows"]) == ['["3"]']  # truncated before
+
+
+def test_values_that_do_not_convert_are_rejected_not_lost(built):
+    assert values(built["first"]["src__public__items"]["rows"]['["2"]'])["price"] is None
+    assert built["incremental"]["rejects"] == [
+        ('["2"]', "at", "infinity", "does not convert to timestamp"),
+        ('["2"]', "price", "NaN", "does not convert to decimal(12,2)"),
+    ]
+
+
+def test_schema_changes_mid_stream(built):
+    items = built["incremental"]["src__public__items"]
+    assert items["types"]["qty"] == "bigint"  # widened in place
+    assert items["types"]["price"] == "decimal(14,2)"
+    assert items["types"]["big"] == "bigint"  # narrowing refused
+    assert items["types"]["color"] == "string"  # added
+    assert list(items["types"])[-5:] == ["color", *list(items["types"])[-4:]]
+    one, seven, two = items["rows"]['["1"]'], items["rows"]['["7"]'], items["rows"]['["2"]']
+    assert (one["qty"], one["price"], one["big"], one["color"]) == (
+        9000000000,
+        Decimal("123456789012.25"),
+        8,
+        "red",
+    )
+    assert one["ratio"] is not None  # dropped: the last value sent stays
+    assert (seven["ratio"], seven["color"], seven["qty"]) == (None, "blue", 7)
+    assert two["color"] is None  # a row untouched since the column came: null
+    notes = {(r[4], r[8]) for r in built["incremental"]["catalog"] if r[8]}
+    assert notes == {
+        ("amount", "numeric without a precision of 38 digits or less: kept as text"),
+        ("qty", "widened from integer to bigint"),
+        ("price", "widened from numeric(12,2) to numeric(14,2)"),
+        (
+            "big",
+            "the source changed it to integer, which does not widen bigint: kept, values that do not "
+            "convert are rejected",
+        ),
+    }
+
+
+def test_full_refresh_equals_incremental(built):
+    for name in ("src__public__items", "src__public__logs"):
+        full, incremental = built["full"][name], built["incremental"][name]
+        assert full["types"] == incremental["types"]
+        assert {k: values(v) for k, v in full["rows"].items()} == {
+            k: values(v) for k, v in incremental["rows"].items()
+        }
+        assert {k: v["_wal_lake_seq"] for k, v in full["rows"].items()} == {
+            k: v["_wal_lake_seq"] for k, v in incremental["rows"].items()
+        }
+    assert built["full"]["catalog"] == built["incremental"]["catalog"]
+    # The same values rejected; a rebuild checks them against the column's type of now.
+    assert [r[:3] for r in built["full"]["rejects"]] == [r[:3] for r in built["incremental"]["rejects"]]
+    assert ('["2"]', "price", "NaN", "does not convert to decimal(14,2)") in built["full"]["rejects"]
