@@ -42,11 +42,7 @@
         )) as rejected
     from {{ records }}
     where
-        source_id = '{{ mirror.source_id | replace("'", "''") }}'
-        and source_schema = '{{ mirror.source_schema | replace("'", "''") }}'
-        and source_table = '{{ mirror.source_table | replace("'", "''") }}'
-        and seq > {{ bounds.consumed }}
-        and seq <= {{ bounds.upto }}
+        {{ mirror_range(mirror.source_id, mirror.source_schema, mirror.source_table, bounds) }}
         and record is not null
     {{ 'union all' if not loop.last }}
     {%- else %}

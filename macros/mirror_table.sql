@@ -52,11 +52,7 @@ records as (
 
     select * from {{ records }}
     where
-        source_id = '{{ source_id | replace("'", "''") }}'
-        and source_schema = '{{ source_schema | replace("'", "''") }}'
-        and source_table = '{{ source_table | replace("'", "''") }}'
-        and seq > {{ bounds.consumed }}
-        and seq <= {{ bounds.upto }}
+        {{ mirror_range(source_id, source_schema, source_table, bounds) }}
         {%- if not incremental %}
             and not is_deleted
         {%- endif %}

@@ -4,6 +4,7 @@
     does not convert: mirror_rejects records those, so a null in a mirror is either a source null
     or a listed reject.
     - timestamp (with time zone): a bare `+hh` offset, as Postgres writes it, is widened to `+hh:00`;
+    - variant: the JSON text parsed (json, jsonb);
     - binary: bytea's hex text (`\x0a0b`, or without the `\x`);
     - array<T>: a one-dimensional Postgres array literal (`{1,2,NULL}`, `{"a b","c,d"}`), each
       element converted to T; null when any element does not convert or the array has more
@@ -16,6 +17,8 @@
         {{ raw }}
     {%- elif type == 'timestamp' -%}
         try_cast(regexp_replace({{ raw }}, '([+-][0-9]{2})$', '$1:00') as timestamp)
+    {%- elif type == 'variant' -%}
+        try_parse_json({{ raw }})
     {%- elif type == 'binary' -%}
         case when left({{ raw }}, 2) = '\\x' then unhex(substr({{ raw }}, 3)) else unhex({{ raw }}) end
     {%- elif type.startswith('array<') and type.endswith('>') -%}

@@ -8,7 +8,9 @@
       without a Spark counterpart -> string;
     - date; timestamp without time zone -> timestamp_ntz; timestamp with time zone -> timestamp
       (an instant, shown in the session's time zone, UTC here);
-    - time, interval, json and jsonb -> string (their text as Postgres writes it);
+    - json and jsonb -> variant (Spark 4's semi-structured type: fields read with variant_get,
+      about twice as fast as parsing the text; BENCHMARKS.md); time and interval -> string (their
+      text as Postgres writes it);
     - bytea -> binary;
     - an array of any of these (`text[]`) -> array<its element's type>.
 -#}
@@ -32,6 +34,7 @@
             when {{ element }} rlike '^timestamp([(][0-9][)])? without time zone$' then 'timestamp_ntz'
             when {{ element }} rlike '^timestamp([(][0-9][)])? with time zone$' then 'timestamp'
             when {{ element }} = 'bytea' then 'binary'
+            when {{ element }} in ('json', 'jsonb') then 'variant'
             else 'string'
         end
     {%- endset -%}

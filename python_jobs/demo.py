@@ -152,6 +152,41 @@ def verify(query: Query, landing: Path, schema: str) -> list[str]:
     return problems
 
 
+def mirror_state(spark, schema: str, source_id: str) -> dict[str, list[dict]] | None:
+    """A source's typed mirrors as {"schema.table": [row dicts of the source's columns]}, the values as
+    Spark returns them; None when the source has no mirrors (a format that sends no types)."""
+    if not spark.catalog.tableExists(f"{schema}.mirror_tables"):
+        return None
+    catalog = spark.sql(
+        f"select source_schema, source_table, mirror_relation, collect_list(column_name) as columns"
+        f" from {schema}.mirror_tables where source_id = '{source_id}' group by all"
+    ).collect()
+    if not catalog:
+        return None
+    return {
+        f"{m.source_schema}.{m.source_table}": [
+            {c: row[c] for c in m.columns} for row in spark.table(m.mirror_relation).collect()
+        ]
+        for m in catalog
+    }
+
+
+def verify_mirrors(spark, landing: Path, schema: str) -> list[str]:
+    """The typed mirrors of every sample source that has them against its expected table state,
+    compared typed; prints a line per source and returns the differences."""
+    problems = []
+    print("\ntyped mirrors against the sample's expected table state (compared typed):")
+    for source_id, rows, found in sample.compare_mirrors_with_expected(
+        landing, partial(mirror_state, spark, schema)
+    ):
+        verdict = "equal" if not found else f"{len(found)} differences"
+        print(f"  {source_id:<16} {rows:>6,} expected rows: {verdict}")
+        problems.extend(f"{source_id} mirrors: {p}" for p in found)
+    for problem in problems[:20]:
+        print(f"    {problem}")
+    return problems
+
+
 def main(argv: list[str] | None = None) -> int:
     from python_jobs import mirrors
     from python_jobs.ingest import job as ingest
@@ -186,6 +221,7 @@ def main(argv: list[str] | None = None) -> int:
     ok = dbt_build(spark, args.schema)
     report(spark, args.raw_schema, args.schema)
     ok = ok and not verify(spark_query(spark), landing, args.schema)
+    ok = ok and not verify_mirrors(spark, landing, args.schema)
     elapsed = time.monotonic() - started
     verdict = "built and tested" if ok else "FAILED: see dbt's output above"
     print(f"\ndemo {verdict} in {elapsed:.0f}s")

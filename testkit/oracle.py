@@ -48,6 +48,7 @@ from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal, InvalidOperation
 
 from psycopg import sql
+from pyspark.sql.types import VariantVal
 
 from python_jobs.lsn import parse_lsn
 
@@ -318,13 +319,16 @@ def _float32(value: float) -> float:
 def typed_spark_value(pg_type: str, value):
     """A value of a typed mirror (as PySpark returns it) in the form ``typed_value`` gives the same
     column's Postgres value, so the two compare as values: text columns (the types a mirror keeps as
-    text: time, interval, json, uuid, unconstrained numeric, ...) are typed from their text; numbers,
-    booleans, dates, timestamps (UTC), binaries and arrays are compared as Spark holds them."""
+    text: time, interval, uuid, unconstrained numeric, ...) are typed from their text; a variant
+    (json, jsonb) is read back as JSON; numbers, booleans, dates, timestamps (UTC), binaries and
+    arrays are compared as Spark holds them."""
     if value is None:
         return None
     kind = base_type(pg_type)
     if isinstance(value, str):
         return typed_value(pg_type, value)
+    if isinstance(value, VariantVal):  # json, jsonb
+        return json.loads(value.toJson(), parse_float=Decimal)
     if isinstance(value, list):
         return [typed_spark_value(kind[:-2], item) for item in value]
     if isinstance(value, float):

@@ -24,3 +24,24 @@ def compare_with_expected(
         expected = json.loads((landing / info["expected_state"]).read_text())
         rows = sum(len(v) for v in expected.values())
         yield source_id, rows, oracle.compare_states(expected, state_of(source_id), TYPES, KEYS)
+
+
+def compare_mirrors_with_expected(
+    landing: Path, mirrors_of: Callable[[str], oracle.State | None]
+) -> Iterator[tuple[str, int, list[str]]]:
+    """Per source of the sample that has typed mirrors (``mirrors_of(source_id)``: each table's mirror
+    rows as ``{"schema.table": [row dicts of the source's columns, as Spark returns them]}``, None
+    when the source has none): its id, its expected row count, and where the mirrors differ from the
+    expected state, each side typed by the column's Postgres type (``oracle.compare_mirror``)."""
+    manifest = json.loads((landing / "manifest.json").read_text())
+    for source_id, info in sorted(manifest["sources"].items()):
+        found = mirrors_of(source_id)
+        if found is None:
+            continue
+        expected = json.loads((landing / info["expected_state"]).read_text())
+        problems = []
+        for table in sorted(set(expected) | set(found)):
+            problems += oracle.compare_mirror(
+                table, KEYS[table], expected.get(table, []), found.get(table, []), TYPES
+            )
+        yield source_id, sum(len(v) for v in expected.values()), problems

@@ -154,7 +154,7 @@ def test_types_follow_the_source(built):
         "tags": "array<string>",
         "scores": "array<int>",
         "raw": "binary",
-        "doc": "string",
+        "doc": "variant",
         "level": "float",
     }
     assert built["catalog"]["qty"] == ("bigint", "widened from integer to bigint")

@@ -60,7 +60,7 @@ MIRROR_TYPES = {
     "numeric": "string",
     "boolean": "boolean",
     "timestamp with time zone": "timestamp",
-    "jsonb": "string",
+    "jsonb": "variant",
     "double precision": "double",
     "real": "float",
     "date": "date",
