@@ -14,7 +14,7 @@
     {%- if not execute -%}
         {{ return(none) }}
     {%- endif -%}
-    {%- set query = 'describe history ' ~ relation ~ ' limit 50' -%}
+    {%- set query = 'describe history ' ~ real_table(relation) ~ ' limit 50' -%}
     {%- set history = run_query_once(query, key=query ~ ' (after its run)' if after_its_run else none) -%}
     {%- for row in history.rows -%}
         {%- set metadata = row['userMetadata'] -%}

@@ -26,7 +26,7 @@
             first_commit_lsn,
             first_commit_idx,
             coalesce(column_position, 0) as column_position
-        from {{ registry }}
+        from {{ real_table(registry) }}
         order by source_id, source_schema, source_table, first_commit_lsn, first_commit_idx, column_position, column_name
     {%- endset -%}
     {%- set columns = [] -%}

@@ -8,9 +8,5 @@
     {%- if not execute -%}
         {{ return(none) }}
     {%- endif -%}
-    {#- The table itself: under `dbt run --empty` a ref renders as a subquery that reads no rows. -#}
-    {%- set table = api.Relation.create(
-        database=relation.database, schema=relation.schema, identifier=relation.identifier, type='table'
-    ) -%}
-    {{ return(run_query_once('describe detail ' ~ table).rows[0]['id']) }}
+    {{ return(run_query_once('describe detail ' ~ real_table(relation)).rows[0]['id']) }}
 {% endmacro %}
