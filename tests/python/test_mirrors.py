@@ -270,3 +270,22 @@ def test_full_refresh_equals_incremental(built):
     # The same values rejected; a rebuild checks them against the column's type of now.
     assert [r[:3] for r in built["full"]["rejects"]] == [r[:3] for r in built["incremental"]["rejects"]]
     assert ('["2"]', "price", "NaN", "does not convert to decimal(14,2)") in built["full"]["rejects"]
+
+
+def test_mirror_names_are_sanitized_and_collisions_resolved():
+    names = mirrors.mirror_names(
+        [("src_1", "public", "orders"), ("Src-1", "public", "Orders"), ("src.1", "public", "orders")]
+    )
+    # all three come out as src_1__public__orders: the first in (source, schema, table) order keeps it
+    assert names == {
+        ("Src-1", "public", "Orders"): "src_1__public__orders",
+        ("src.1", "public", "orders"): "src_1__public__orders_2",
+        ("src_1", "public", "orders"): "src_1__public__orders_3",
+    }
+
+
+def test_mirror_models_must_live_inside_the_project():
+    assert mirrors.mirror_dir("mirrors") == mirrors.PROJECT_DIR.resolve() / "mirrors"
+    for outside in ("/tmp/mirrors", "../mirrors"):
+        with pytest.raises(mirrors.MirrorSetupError, match="WAL_LAKE_MIRROR_MODELS"):
+            mirrors.mirror_dir(outside)
