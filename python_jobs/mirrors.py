@@ -81,15 +81,17 @@ def mirror_names(tables: Iterable[tuple[str, str, str]]) -> dict[tuple[str, str,
     return names
 
 
-def captured_tables(spark, raw_schema: str) -> list[CapturedTable]:
-    """Every table the landed changes carry column types for, its columns in the order first seen."""
+def captured_tables(spark, raw_schema: str, sources: Iterable[str] | None = None) -> list[CapturedTable]:
+    """Every table the landed changes carry column types for (of ``sources`` only, when given), its
+    columns in the order first seen."""
+    only = "" if sources is None else "and source_id in (" + ", ".join(_quote(s) for s in sources) + ")"
     rows = spark.sql(
         f"""
         select source_id, source_schema, source_table, column_name, source_type,
             min(struct(commit_lsn, commit_idx, column_position)) as first_seen
         from `{raw_schema}`.wal_events
             lateral view posexplode(column_types) types as column_position, column_name, source_type
-        where source_type is not null
+        where source_type is not null {only}
         group by all
         """
     ).collect()
@@ -106,11 +108,13 @@ def captured_tables(spark, raw_schema: str) -> list[CapturedTable]:
     return result
 
 
+def _quote(text: str) -> str:
+    """A string literal that Spark SQL and Jinja read the same way."""
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
 def model_sql(table: CapturedTable) -> str:
-    args = ", ".join(
-        "'" + part.replace("\\", "\\\\").replace("'", "\\'") + "'"
-        for part in (table.source_id, table.source_schema, table.source_table)
-    )
+    args = ", ".join(_quote(part) for part in (table.source_id, table.source_schema, table.source_table))
     return f"{{#- {GENERATED_MARK}: do not edit -#}}\n{{{{ mirror_table({args}) }}}}\n"
 
 
@@ -148,11 +152,14 @@ def write_if_changed(path: Path, text: str) -> bool:
     return True
 
 
-def generate(spark, raw_schema: str, out_dir: Path | None = None) -> list[str]:
-    """Writes the mirror models of every landed table with column types; returns their names."""
+def generate(
+    spark, raw_schema: str, out_dir: Path | None = None, sources: Iterable[str] | None = None
+) -> list[str]:
+    """Writes the mirror models of every landed table with column types (of ``sources`` only, when
+    given); returns their names."""
     out_dir = out_dir or mirror_dir()
     started = time.monotonic()
-    tables = captured_tables(spark, raw_schema)
+    tables = captured_tables(spark, raw_schema, sources)
     names = mirror_names((t.source_id, t.source_schema, t.source_table) for t in tables)
     out_dir.mkdir(parents=True, exist_ok=True)
     entries = {}
@@ -189,6 +196,13 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="the mirror models' directory, inside the project (env WAL_LAKE_MIRROR_MODELS; default mirrors)",
     )
+    parser.add_argument(
+        "--source",
+        action="append",
+        dest="sources",
+        metavar="SOURCE_ID",
+        help="write the mirrors of this source only (repeat for several; default every source)",
+    )
     args = parser.parse_args(argv)
     from python_jobs.spark_session import SparkSetupError, get_spark
 
@@ -204,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 1
-    generate(spark, args.raw_schema, out_dir)
+    generate(spark, args.raw_schema, out_dir, args.sources)
     return 0
 
 
