@@ -13,7 +13,7 @@ in-process on it, as in python_jobs/demo.py), in a scratch warehouse (WAL_LAKE_S
 DBT_TARGET_PATH and DBT_LOG_PATH point into a temp dir; nothing is written into the repo):
 
 1. per history (100k, 1M, 10M with ``--changes 10000000``; ``--histories``), in its own schemas:
-   ingestion, ``dbt run -s sequin_events``, ``dbt run -s consumer_records``; then the held-back
+   ingestion, ``dbt run -s sequin_events``, ``dbt run -s source_records consumer_records``; then the held-back
    increment (10k changes) lands and both marts run again: the incremental cost;
 2. the physical reference on the main zone: ``spark.read.text`` + ``from_json`` + an aggregate;
 3. the peers on the main zone: a hand-written PySpark job (benchmarks/peer_pyspark.py) and DuckDB
@@ -46,6 +46,15 @@ GOAL_E2E_RATE = 50_000  # changes/s end to end at 1M
 GOAL_E2E_VS_PARSE = 2.5
 GOAL_INCREMENTAL_GROWTH = 1.3
 GOAL_MART_VS_PEER = 1.2
+
+# The state step, against the peer's: the one fold (source_records) and its projection onto the
+# consumers (consumer_records), in one dbt invocation.
+STATE_MODELS = ("source_records", "consumer_records")
+STATE_STAGE = "dbt run " + " ".join(STATE_MODELS)
+# The typed mirrors on top of source_records: the column registry they read, one model per table,
+# their catalog and their rejects (models written by python_jobs.mirrors before the first run).
+MIRROR_MODELS = ("column_registry", "tag:mirror", "mirror_tables", "mirror_rejects")
+MIRROR_STAGE = "dbt run mirrors (" + ", ".join(MIRROR_MODELS) + ")"
 
 
 # --- memory -----------------------------------------------------------------------------------------
@@ -248,6 +257,7 @@ class Bench:
         self.measure("raw parse (read.text + from_json + count)", history, parse, note=f"{len(files)} files")
 
     def wal_lake(self, zone: gen.Zone, history: int) -> None:
+        from python_jobs import mirrors
         from python_jobs.ingest import job as ingest
 
         tag = _short(history)
@@ -272,9 +282,10 @@ class Bench:
         self.measure(
             f"[{tag}] dbt run sequin_events", history, lambda: self.dbt("run", "-s", "sequin_events")
         )
-        self.measure(
-            f"[{tag}] dbt run consumer_records", history, lambda: self.dbt("run", "-s", "consumer_records")
-        )
+        self.measure(f"[{tag}] {STATE_STAGE}", history, lambda: self.dbt("run", "-s", *STATE_MODELS))
+        if not self.args.skip_mirrors:
+            mirrors.generate(self.spark, raw)
+            self.measure(f"[{tag}] {MIRROR_STAGE}", history, lambda: self.dbt("run", "-s", *MIRROR_MODELS))
         seq_rows = self.count(f"{schema}.sequin_events")
         live = self.count(f"{schema}.consumer_records")
         self.check(f"[{tag}] sequin_events rows", seq_rows == history, f"{seq_rows:,}, expected {history:,}")
@@ -296,10 +307,17 @@ class Bench:
             lambda: self.dbt("run", "-s", "sequin_events"),
         )
         self.measure(
-            f"[{tag}] +{_short(inc)} dbt run consumer_records",
+            f"[{tag}] +{_short(inc)} {STATE_STAGE}",
             inc,
-            lambda: self.dbt("run", "-s", "consumer_records"),
+            lambda: self.dbt("run", "-s", *STATE_MODELS),
         )
+        if not self.args.skip_mirrors:
+            self.measure(
+                f"[{tag}] +{_short(inc)} {MIRROR_STAGE}",
+                inc,
+                lambda: self.dbt("run", "-s", *MIRROR_MODELS),
+            )
+            self.check_mirrors(schema, tag)
         seq_rows = self.count(f"{schema}.sequin_events")
         live = self.count(f"{schema}.consumer_records")
         self.check(f"[{tag}] +increment sequin_events rows", seq_rows == history + inc, f"{seq_rows:,}")
@@ -307,6 +325,21 @@ class Bench:
             f"[{tag}] +increment consumer_records rows",
             live == zone.live,
             f"{live:,}, expected {zone.live:,}",
+        )
+
+    def check_mirrors(self, schema: str, tag: str) -> None:
+        """Every mirror holds its table's live records: those of consumer_records (one consumer)."""
+        live = {
+            (r.source_table, r.n)
+            for r in self.spark.sql(
+                f"select source_table, count(*) as n from {schema}.consumer_records group by source_table"
+            ).collect()
+        }
+        catalog = f"select distinct source_table, mirror_relation from {schema}.mirror_tables"
+        rows = self.spark.sql(catalog).collect()
+        mirrored = {(r.source_table, self.count(r.mirror_relation)) for r in rows}
+        self.check(
+            f"[{tag}] +increment mirrors rows", mirrored == live, f"{sorted(mirrored)} vs {sorted(live)}"
         )
 
     def peers(self, zone: gen.Zone, history: int, wal_lake_live: int) -> None:
@@ -388,9 +421,7 @@ def evaluate(results: Results, main_tag: str, histories: list[int], increment: i
     """Fill results.goals from the stages: (goal, measured, met)."""
     s = results.stage
     inc = _short(increment)
-    ingest, seq, cons = (
-        s(f"[{main_tag}] {x}") for x in ("ingest", "dbt run sequin_events", "dbt run consumer_records")
-    )
+    ingest, seq, cons = (s(f"[{main_tag}] {x}") for x in ("ingest", "dbt run sequin_events", STATE_STAGE))
     parse = s("raw parse (read.text + from_json + count)")
     if ingest and seq and cons:
         e2e = Stage(
@@ -419,9 +450,7 @@ def evaluate(results: Results, main_tag: str, histories: list[int], increment: i
     incs = {}
     for h in histories:
         tag = _short(h)
-        parts = [
-            s(f"[{tag}] +{inc} {x}") for x in ("ingest", "dbt run sequin_events", "dbt run consumer_records")
-        ]
+        parts = [s(f"[{tag}] +{inc} {x}") for x in ("ingest", "dbt run sequin_events", STATE_STAGE)]
         if all(parts):
             total = Stage(f"[{tag}] +{inc} incremental total", sum(p.seconds for p in parts), increment)
             total.peak_mb = max(p.peak_mb for p in parts)
@@ -438,6 +467,18 @@ def evaluate(results: Results, main_tag: str, histories: list[int], increment: i
                 ratio <= GOAL_INCREMENTAL_GROWTH,
             )
         )
+    for h in histories:
+        tag = _short(h)
+        mirrored, state = s(f"[{tag}] +{inc} {MIRROR_STAGE}"), s(f"[{tag}] +{inc} {STATE_STAGE}")
+        if mirrored and state:
+            ratio = mirrored.seconds / state.seconds
+            results.goals.append(
+                (
+                    f"mirrors' +{inc} on {tag} <= the state step's ({', '.join(STATE_MODELS)})",
+                    f"{ratio:.2f}x ({mirrored.seconds:.1f}s / {state.seconds:.1f}s)",
+                    mirrored.seconds <= state.seconds,
+                )
+            )
     peer_log, peer_state = s("peer PySpark: log (parse, dedup, seq)"), s("peer PySpark: state (flatten)")
     for mart, peer in ((seq, peer_log), (cons, peer_state)):
         if mart and peer:
@@ -524,6 +565,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--keep", action="store_true", help="keep the scratch directory")
     parser.add_argument("--skip-peers", action="store_true", help="no peer jobs")
     parser.add_argument("--skip-duckdb", action="store_true", help="no DuckDB peer")
+    parser.add_argument("--skip-mirrors", action="store_true", help="no typed mirrors")
     parser.add_argument("--duckdb-threads", type=int, default=2)
     parser.add_argument("--json", type=Path, help="also write the figures as JSON to this file")
     gen.add_knob_args(parser)
@@ -545,6 +587,9 @@ def main(argv: list[str] | None = None) -> int:
     os.environ["DBT_LOG_PATH"] = str(scratch / "dbt_logs")
     os.environ["WAL_LAKE_TARGET"] = "local"
     os.environ.setdefault("WAL_LAKE_CORES", str(os.cpu_count() or 2))
+    # The mirror models must lie inside the project (a dbt model path): under target/, removed after.
+    mirror_models = Path("target") / "bench_mirror_models" / scratch.name
+    os.environ["WAL_LAKE_MIRROR_MODELS"] = str(mirror_models)
     os.chdir(PROJECT_DIR)  # profiles.yml's relative paths (conf/log4j2.properties)
     command = "python -m benchmarks.run " + " ".join(argv if argv is not None else sys.argv[1:])
     results = Results(command=command.strip(), changes=args.changes, increment=args.increment, knobs={})
@@ -602,6 +647,7 @@ def main(argv: list[str] | None = None) -> int:
             print("\n" + report(results, parse.seconds if parse else None))
             if args.json:
                 args.json.write_text(json.dumps(asdict(results), indent=1, default=str))
+        shutil.rmtree(PROJECT_DIR / mirror_models, ignore_errors=True)
         if not args.keep and not args.work:
             shutil.rmtree(scratch, ignore_errors=True)
     failed = [c for c in results.checks if not c[1]]

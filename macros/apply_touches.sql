@@ -1,13 +1,12 @@
 {#-
     The select that applies the changes of `sequin_relation` with seq in (bounds.consumed,
-    bounds.upto] (`consumer_run_bounds`) to the records a model already holds (`relation`, when
-    `incremental`): one row per record key, folded in seq order with the rules of the contract
-    (delete wins, a truncate voids what came before it, a key move ends the old key and carries its
-    record, a column left out keeps its value).
+    bounds.upto] (`fold_run_bounds`) to the records a model already holds (`relation`, when
+    `incremental`): one row per source record key, folded in seq order with the rules of the
+    contract (delete wins, a truncate voids what came before it, a key move ends the old key and
+    carries its record, a column left out keeps its value). source_records is its one caller.
 
-    sequin -> flattenable (keyed rows, truncates) -> touched_tables (+ subscriptions) -> subscribed_tables
-    flattenable + subscribed_tables -> subscribed -> truncates
-                                       subscribed -> touches -> live_touches (minus what a truncate voided)
+    sequin -> flattenable (keyed rows, truncates) -> truncates
+              flattenable -> touches -> live_touches (minus what a truncate voided)
     this (+ truncates) -> existing -> starting_records
     live_touches + starting_records -> key_move_bases -> move_bases   (only when a key moved)
     live_touches + move_bases -> touches_with_bases
@@ -15,17 +14,12 @@
     existing, untouched since a truncate of its table -> truncated
     applied + truncated -> combined -> final
 
-    - `subscriptions_relation`: the consumers and their table patterns (int_consumer_subscriptions):
-      one record set per consumer, keyed by consumer_name first. None: one record set per source,
-      every table applied (source_records).
-    - `tombstones`: an incremental run writes a deleted or truncated record as a row (record null,
-      is_deleted true, the seq of the change that removed it) instead of handing it to the merge to
-      delete, so a model reading this one by seq sees removals too. A full refresh writes live
-      records only, with is_deleted false.
+    An incremental run writes a deleted or truncated record as a row (a tombstone: record null,
+    is_deleted true, the seq of the change that removed it), so a model reading this one by seq
+    sees removals too. A full refresh writes live records only, with is_deleted false.
 -#}
-{% macro apply_touches(bounds, sequin_relation, subscriptions_relation, relation, incremental, tombstones=false) -%}
-{%- set per_consumer = subscriptions_relation is not none -%}
-{%- set table_key = (['consumer_name'] if per_consumer else []) + ['source_id', 'source_schema', 'source_table'] -%}
+{% macro apply_touches(bounds, sequin_relation, relation, incremental) -%}
+{%- set table_key = ['source_id', 'source_schema', 'source_table'] -%}
 {%- set record_key = table_key + ['record_pk'] -%}
 {#-
     A few key moves are broadcast, so only the touches of moved-from keys are shuffled; a mass
@@ -44,15 +38,6 @@ sequin as (
 
 ),
 
-{%- if per_consumer %}
-
-subscriptions as (
-
-    select * from {{ subscriptions_relation }}
-
-),
-{%- endif %}
-
 -- Changes of a table without a key (null record_pk) have no record to flatten on: they stay in
 -- sequin_events, counted by keyless_changes. Truncates apply to every table.
 flattenable as (
@@ -63,69 +48,13 @@ flattenable as (
 
 ),
 
-touched_tables as (
-
-    select distinct
-        source_id,
-        source_schema,
-        source_table
-
-    from flattenable
-
-),
-
-{%- if per_consumer %}
-
--- Patterns are matched once per table, not per change; a consumer whose patterns overlap
--- subscribes to a table once.
-subscribed_tables as (
-
-    select distinct
-        subscriptions.consumer_name,
-        touched_tables.source_id,
-        touched_tables.source_schema,
-        touched_tables.source_table
-
-    from touched_tables
-    inner join subscriptions
-        on
-            {{ table_matches(
-                'touched_tables.source_schema',
-                'touched_tables.source_table',
-                'subscriptions.schema_glob',
-                'subscriptions.table_glob'
-            ) }}
-
-),
-
-subscribed as (
-
-    select
-        subscribed_tables.consumer_name,
-        flattenable.*
-
-    from flattenable
-    inner join subscribed_tables
-        on {{ columns_equal('flattenable', 'subscribed_tables', table_key[1:]) }}
-
-),
-{%- else %}
-
--- One record set per source: every table is applied.
-subscribed as (
-
-    select * from flattenable
-
-),
-{%- endif %}
-
 truncates as (
 
     select
         {{ table_key | join(',\n        ') }},
         max(seq) as truncated_seq
 
-    from subscribed
+    from flattenable
     where action = 'truncate'
     group by {{ table_key | join(', ') }}
 
@@ -145,7 +74,7 @@ touches as (
         action,
         record
 
-    from subscribed
+    from flattenable
     where action in ('insert', 'update', 'delete', 'read')
     {%- if bounds.key_moves %}
 
@@ -162,14 +91,14 @@ touches as (
             'delete' as action,
             {{ null_record() }} as record
 
-        from subscribed
+        from flattenable
         where {{ is_key_change() }}
     {%- endif %}
 
 ),
 
 -- A truncate voids every touch of its table before it. There is at most one truncates row per
--- consumer and table: broadcast, so the touches are not shuffled by table.
+-- table: broadcast, so the touches are not shuffled by table.
 live_touches as (
 
     select /*+ broadcast(truncates) */ touches.*
@@ -205,9 +134,7 @@ existing as (
             cast(null as int) as commit_idx,
             cast(null as timestamp) as committed_at,
             cast(null as string) as action,
-            {%- if tombstones %}
             cast(null as boolean) as is_deleted,
-            {%- endif %}
             cast(null as bigint) as truncated_seq
         where false
     {%- endif %}
@@ -312,12 +239,8 @@ truncated as (
     select
         existing.{{ record_key | join(',\n        existing.') }},
         {{ null_record() }} as record,
-        {%- if tombstones %}
         -- A tombstone at the truncate's seq, so what reads this table's changes by seq sees it.
         existing.truncated_seq as seq,
-        {%- else %}
-        existing.seq,
-        {%- endif %}
         existing.commit_lsn,
         existing.commit_lsn_text,
         existing.commit_idx,
@@ -331,9 +254,7 @@ truncated as (
             {{ columns_equal('existing', 'applied', record_key) }}
     where
         existing.seq < existing.truncated_seq
-        {%- if tombstones %}
-            and not existing.is_deleted
-        {%- endif %}
+        and not existing.is_deleted
 
 ),
 
@@ -345,12 +266,10 @@ combined as (
 
 ),
 
--- A full refresh writes live records only; an incremental run hands deletions to the merge (or,
--- with `tombstones`, writes them as rows).
+-- A full refresh writes live records only; an incremental run writes removals as tombstones.
 final as (
 
-    select *{% if not incremental and not tombstones %} except (is_deleted){% endif %}
-    from combined
+    select * from combined
     {%- if not incremental %}
         where not is_deleted
     {%- endif %}

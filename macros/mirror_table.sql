@@ -37,7 +37,7 @@
     {%- set records = ref('source_records') -%}
     {%- set columns = mirror_columns(ref('column_registry'), source_id, source_schema, source_table) -%}
     {%- set incremental = is_incremental() -%}
-    {%- set bounds = mirror_run_bounds(this, records, incremental) -%}
+    {%- set bounds = records_run_bounds(this, records, incremental) -%}
     {#- The stamp and the columns' changes, only in a run that writes (not a compile or a unit test). -#}
     {%- if execute and flags.WHICH in ('run', 'build') and model.resource_type == 'model' -%}
         {%- do run_query(stamp_consumed_seq(bounds)) -%}

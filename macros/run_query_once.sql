@@ -3,7 +3,7 @@
     text in the same invocation gets the first answer. For what a consumer model reads more than
     once in a run and what the run itself does not change before it asks again: its stamp (`describe
     history`), sequin_events' table id and the subscriptions' fingerprint are read while the model
-    renders (is_incremental(), consumer_run_bounds) and again by the materialization
+    renders (is_incremental(), fold_run_bounds) and again by the materialization
     (should_full_refresh), before the model's own commit. Both contexts share the manifest's flat
     graph (`graph`), so the answers live there; they are dropped when a later invocation in the same
     process (a dbtRunner call after another) first asks.

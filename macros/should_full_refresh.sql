@@ -1,9 +1,9 @@
 {#-
     dbt's own `should_full_refresh` (it decides `is_incremental()` and the incremental
-    materialization's rebuild), plus one rule: a consumer model (config `meta: {wal_lake_consumer:
-    true}`) whose stamp no longer matches sequin_events or the consumers (`consumer_rebuild_reason`)
-    rebuilds itself instead of applying seqs that name other changes. With `full_refresh: false`
-    it refuses to run instead.
+    materialization's rebuild), plus one rule: a model that applies another by seq (config
+    `meta: {wal_lake_consumer: {reads: <model>, subscriptions: <bool>}}`) whose stamp no longer
+    matches the model it reads or the consumers (`consumer_rebuild_reason`) rebuilds itself instead
+    of applying seqs that name other changes. With `full_refresh: false` it refuses to run instead.
 -#}
 {% macro should_full_refresh() %}
     {%- set full_refresh = config.get('full_refresh') -%}
@@ -18,15 +18,14 @@
         {{ return(full_refresh) }}
     {%- endif -%}
     {#-
-        `wal_lake_consumer: true` reads sequin_events for the consumers' subscriptions
-        (consumer_records); a mapping names the model it reads by seq and whether subscriptions
-        apply (`{reads: source_records, subscriptions: false}`: the mirrors).
+        source_records reads sequin_events; consumer_records reads source_records for the
+        consumers' subscriptions; the mirrors and mirror_rejects read it without.
     -#}
     {%- set consumer = config.get('meta').get('wal_lake_consumer') -%}
-    {%- set reads = consumer.get('reads', 'sequin_events') if consumer is mapping else 'sequin_events' -%}
-    {%- set subscribed = consumer.get('subscriptions', true) if consumer is mapping else true -%}
     {%- set reason = consumer_rebuild_reason(
-        this, ref(reads), ref('int_consumer_subscriptions') if subscribed else none
+        this,
+        ref(consumer['reads']),
+        ref('int_consumer_subscriptions') if consumer['subscriptions'] else none
     ) -%}
     {%- if reason and never -%}
         {{ exceptions.raise_compiler_error(

@@ -1,7 +1,7 @@
 {#-
     SQL that marks every Delta commit of this session, until `unstamp_consumed_seq`, with what a
     consumer model applies: the seq it applies up to, the sequin_events table id that seq belongs
-    to and the fingerprint of its consumers (`bounds` of `consumer_run_bounds`), read back by
+    to and the fingerprint of its consumers (`bounds` of `fold_run_bounds`), read back by
     `consumer_stamp`.
 -#}
 {% macro stamp_consumed_seq(bounds) %}

@@ -26,10 +26,10 @@ from testkit import sample
 RAW_TABLES = ("wal_events", "wal_rejects", "wal_frontier")
 MODEL_TABLES = (
     "sequin_events",
+    "source_records",
     "consumer_records",
     "record_history",
     "column_registry",
-    "source_records",
     "mirror_tables",
     "mirror_rejects",
 )

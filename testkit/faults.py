@@ -444,7 +444,7 @@ def plan_kills(rng: random.Random, rounds: int, kills: int, files_per_round: lis
         first_of_round = not any(k.round == rnd for k in plan)
         roll = rng.random()
         if rnd > 1 and first_of_round:
-            point = f"mid-merge:{rng.choice(['sequin_events', 'consumer_records'])}"
+            point = f"mid-merge:{rng.choice(['sequin_events', 'source_records', 'consumer_records'])}"
         elif roll < 0.15:
             point = f"seconds:{rng.uniform(1.0, 10.0):.1f}"
         else:

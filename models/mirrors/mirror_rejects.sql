@@ -17,7 +17,7 @@
         meta={'wal_lake_consumer': {'reads': 'source_records', 'subscriptions': false}},
     )
 }}
-{%- set bounds = mirror_run_bounds(this, ref('source_records'), is_incremental()) -%}
+{%- set bounds = records_run_bounds(this, ref('source_records'), is_incremental()) -%}
 {%- if execute and flags.WHICH in ('run', 'build') and model.resource_type == 'model' -%}
     {%- do run_query(stamp_consumed_seq(bounds)) -%}
 {%- endif -%}

@@ -31,7 +31,7 @@ RESULT = "cluster-client-result: "
 DBT_STEPS = (
     ("build", ["build", "--exclude-resource-type", "unit_test"]),
     ("unit", ["test", "--select", "test_type:unit"]),
-    ("incremental", ["run", "--select", "sequin_events", "consumer_records"]),
+    ("incremental", ["run", "--select", "sequin_events", "source_records", "consumer_records"]),
 )
 COUNTS_SQL = (
     "select"
@@ -156,9 +156,10 @@ def test_ingestion_and_dbt_build_on_the_cluster_give_the_expected_state(tmp_path
     # The build builds and tests everything but the unit tests, which then all run (and pass).
     assert steps["build"]["types"] == ["model", "seed", "snapshot", "test"], steps["build"]
     assert steps["unit"]["types"] == ["unit_test"] and steps["unit"]["count"] >= 6, steps["unit"]
-    # The build created the incremental models' tables; the second run took the incremental path.
+    # The build created the incremental models' tables; the second run took the incremental path
+    # (consumer_records projects source_records and never reads itself).
     assert steps["build"]["reads_itself"] == [], steps["build"]
-    assert steps["incremental"]["reads_itself"] == ["consumer_records", "sequin_events"], steps["incremental"]
+    assert steps["incremental"]["reads_itself"] == ["sequin_events", "source_records"], steps["incremental"]
 
     verify = report["verify"]
     assert verify["exit"] == 0 and "consumer_records equal the expected state" in verify["out"], out[-4000:]

@@ -24,7 +24,7 @@ from model_helpers import (
 )
 
 # The incremental models; `+consumer_records` also creates the views they read.
-INCREMENTAL = ("sequin_events", "consumer_records")
+INCREMENTAL = ("sequin_events", "source_records", "consumer_records")
 
 FULL = {"id": "1", "email": "a@x", "note": "big-toasted-text", "balance": "10.50"}
 
@@ -131,6 +131,7 @@ def built(spark, dbt, schemas):
         "test",
         "-s",
         "sequin_events",
+        "source_records",
         "consumer_records",
         "sequin_violations",
         "test_type:unit",
@@ -244,7 +245,7 @@ def test_sequin_rebuilt_alone_makes_consumer_records_rebuild(spark, dbt, schemas
     assert {(r[3], r[4]) for r in incremental} == {
         (f"t_{s}", f'["{pk}"]') for s in ("a", "b") for pk in (1, 3, 4)
     }
-    dbt("run", "--full-refresh", "-s", "consumer_records")
+    dbt("run", "--full-refresh", "-s", "source_records", "consumer_records")
     assert incremental == all_consumer_records(spark)
 
 
@@ -291,7 +292,7 @@ def test_key_moves_keep_left_out_columns(spark, dbt, schemas):
     assert consumer_state(spark) == MOVED
     # The moves in chains (C -> E -> F in this run; A -> B -> C -> E -> F, K -> L -> K and the
     # Debezium row's two moves over the whole log) were listed before the run, not recursed over.
-    assert chain_resolution(result) == {"consumer_records": "2 chained", "record_history": "8 chained"}
+    assert chain_resolution(result) == {"source_records": "2 chained", "record_history": "8 chained"}
     incremental = all_consumer_records(spark)
 
     # every version of record_history holds the full row
@@ -311,7 +312,7 @@ def test_key_moves_keep_left_out_columns(spark, dbt, schemas):
 
     # Too many chained moves to count (none allowed here): the recursion, with the same result.
     result = dbt("run", "--full-refresh", "-s", *INCREMENTAL, "--vars", "{wal_lake_max_chained_key_moves: 0}")
-    assert chain_resolution(result) == {"consumer_records": "recursion"}
+    assert chain_resolution(result) == {"source_records": "recursion"}
     assert all_consumer_records(spark) == incremental
 
 
@@ -368,6 +369,7 @@ def test_keyless_changes_and_unsequenced_messages(spark, dbt, schemas):
         "-s",
         "stg_wal__events",
         "sequin_events",
+        "source_records",
         "consumer_records",
         "record_history",
         "keyless_changes",

@@ -12,7 +12,7 @@ import pytest
 from model_helpers import change, consumer_state, land, reset_raw_tables, set_consumers
 
 # The tables the tests read; the first run also creates the views they are built from.
-BUILD = ("sequin_events", "consumer_records", "keyless_changes")
+BUILD = ("sequin_events", "source_records", "consumer_records", "keyless_changes")
 
 
 def upsert(lsn: int, idx: int, action: str, pk: int, code: str, v: str, identity: str | None = None) -> dict:

@@ -3,9 +3,11 @@
     as a dict `stamp_consumed_seq` takes: `consumed`, the seq stamped on the model's (`relation`)
     last commit when `incremental`, else 0; `upto`, the seq stamped on source_records' last commit,
     read after it ran; `sequin_table_id`, source_records' table id (a rebuild of it rebuilds the
-    model: `should_full_refresh`); no subscriptions. Zeros when not executing.
+    model: `should_full_refresh`); `subscriptions`, the consumers' fingerprint when the model
+    applies them (`subscriptions_relation`: consumer_records), 'none' otherwise (the mirrors).
+    Zeros when not executing.
 -#}
-{% macro mirror_run_bounds(relation, records, incremental) %}
+{% macro records_run_bounds(relation, records, incremental, subscriptions_relation=none) %}
     {%- set bounds = {'consumed': 0, 'upto': 0, 'sequin_table_id': none, 'subscriptions': 'none'} -%}
     {%- if not execute -%}
         {{ return(bounds) }}
@@ -14,7 +16,11 @@
     {%- if records_stamp is none -%}
         {{ exceptions.raise_compiler_error(records ~ ' has no stamped commit: build it before ' ~ relation) }}
     {%- endif -%}
-    {%- do bounds.update({'upto': records_stamp.consumed_seq, 'sequin_table_id': sequin_table_id(records)}) -%}
+    {%- do bounds.update({
+        'upto': records_stamp.consumed_seq,
+        'sequin_table_id': sequin_table_id(records),
+        'subscriptions': subscriptions_fingerprint(subscriptions_relation),
+    }) -%}
     {%- if incremental -%}
         {%- set stamp = consumer_stamp(relation) -%}
         {%- if stamp is none -%}

@@ -1,6 +1,7 @@
 {#-
-    Everything a consumer model reads before it renders, in one place, so a unit test overrides it
-    with one dict. Returns the run's seq range (consumed, upto] and what it was built from:
+    Everything source_records (the one fold of sequin_events) reads before it renders, in one
+    place, so a unit test overrides it with one dict. Returns the run's seq range (consumed, upto]
+    and what it was built from:
     - consumed: the greatest seq already applied (`consumer_stamp`); 0 when not `incremental`.
     - upto: the greatest seq of sequin_events now. Fixed here, so rows landed during the run wait
       for the next one.
@@ -8,17 +9,17 @@
       its moved-key steps out when there are none (the common case) and broadcasts a few.
     - key_move_chains: the moves in the range that continue or are continued by another move of
       the same row (`key_move_chains`; empty when none, none when too many to list).
-    - sequin_table_id, subscriptions: what the model stamps beside `upto` (`stamp_consumed_seq`), so
-      the next run can tell whether its seq still means the same change and its consumers are the
-      same (`consumer_rebuild_reason`).
+    - sequin_table_id: what the model stamps beside `upto` (`stamp_consumed_seq`), so the next run
+      can tell whether its seq still means the same change (`consumer_rebuild_reason`);
+      subscriptions 'none': the fold is per source, whatever the consumers subscribe to.
     Only reads: stamping is the model's own step. Zeros when not executing, so the parse renders
     the plan without moves.
 -#}
-{% macro consumer_run_bounds(relation, sequin_relation, subscriptions_relation, incremental) %}
+{% macro fold_run_bounds(relation, sequin_relation, incremental) %}
     {%- if not execute -%}
         {{ return({
             'consumed': 0, 'upto': 0, 'key_moves': 0, 'key_move_chains': [],
-            'sequin_table_id': none, 'subscriptions': none,
+            'sequin_table_id': none, 'subscriptions': 'none',
         }) }}
     {%- endif -%}
     {%- set consumed = 0 -%}
@@ -46,6 +47,6 @@
         'key_moves': key_moves,
         'key_move_chains': key_move_chains(sequin_relation, consumed, upto) if key_moves else [],
         'sequin_table_id': sequin_table_id(sequin_relation),
-        'subscriptions': subscriptions_fingerprint(subscriptions_relation),
+        'subscriptions': 'none',
     }) }}
 {% endmacro %}
