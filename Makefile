@@ -21,8 +21,10 @@ lint: setup
 	@$(VENV)/bin/ruff check $(wildcard python_jobs testkit tests scripts benchmarks)
 	@$(VENV)/bin/ruff format --check $(wildcard python_jobs testkit tests scripts benchmarks)
 
-## test: lint, then the whole test suite (Spark, dbt, a real Postgres started by the tests)
+## test: lint, then the whole test suite (Spark, dbt, a real Postgres started by the tests); duckdb
+## too, so the test of the benchmark's DuckDB peer runs instead of being skipped
 test: setup-test lint
+	@$(VENV)/bin/pip install -q --disable-pip-version-check -c constraints.txt -r benchmarks/requirements.txt
 	@$(VENV)/bin/pytest
 
 ## bench: throughput and incremental cost vs the peers (BENCHMARKS.md); CHANGES=10000000 for 10M
