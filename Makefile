@@ -3,13 +3,17 @@ SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: setup setup-test demo test lint bench clean
+.PHONY: setup setup-test bench-deps demo test lint bench clean
 
 setup:
 	@bash scripts/setup.sh
 
 setup-test:
 	@bash scripts/setup.sh --postgres --chromium
+
+## bench-deps: the benchmark's pinned duckdb (its DuckDB peer, and that peer's test)
+bench-deps: setup
+	@$(VENV)/bin/pip install -q --disable-pip-version-check -c constraints.txt -r benchmarks/requirements.txt
 
 ## demo: land sample WAL, build and test the models on the embedded default, print what was built
 demo: setup
@@ -23,14 +27,12 @@ lint: setup
 
 ## test: lint, then the whole test suite (Spark, dbt, a real Postgres started by the tests); duckdb
 ## too, so the test of the benchmark's DuckDB peer runs instead of being skipped
-test: setup-test lint
-	@$(VENV)/bin/pip install -q --disable-pip-version-check -c constraints.txt -r benchmarks/requirements.txt
+test: setup-test lint bench-deps
 	@$(VENV)/bin/pytest
 
 ## bench: throughput and incremental cost vs the peers (BENCHMARKS.md); CHANGES=10000000 for 10M
 CHANGES ?= 1000000
-bench: setup
-	@$(VENV)/bin/pip install -q -c constraints.txt -r benchmarks/requirements.txt
+bench: bench-deps
 	@$(PY) -m benchmarks.run --changes $(CHANGES)
 
 clean:
