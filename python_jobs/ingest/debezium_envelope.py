@@ -21,6 +21,10 @@ Debezium sends as its unavailable-value placeholder (an unchanged TOASTed value)
 column's type gives it, is absent from ``record``: the column was not sent.
 Debezium encodes ``numeric`` per ``decimal.handling.mode``: ``string`` (recommended) or ``double``
 land readable text; ``precise`` (the default) sends base64 bytes, which land as that text.
+
+Types: a value sent in the schema wrapper (the JSON converter's ``schemas.enable=true``) carries its
+table's Connect schema; each column's type lands in ``column_types`` as one text (``connect_type``),
+which the typed mirrors read. A line without the wrapper sends no types.
 """
 
 from __future__ import annotations
@@ -162,13 +166,82 @@ ENVELOPE_SCHEMA = StructType(
 )
 
 
+_SCHEMA_WRAPPER = "schema string, payload string, op string"
+# A Connect field schema, as much of it as a column's type needs (a Postgres array has one dimension).
+_FIELD_TYPE = "type string, name string, parameters map<string,string>"
+_VALUE_SCHEMA = (
+    f"fields array<struct<field string, fields array<struct<field string, {_FIELD_TYPE},"
+    f" items struct<{_FIELD_TYPE}>>>>>"
+)
+DECIMAL = "org.apache.kafka.connect.data.Decimal"
+# column.propagate.source.type: the Postgres type Debezium read the column as, beside its Connect type.
+SOURCE_COLUMN_TYPE = "__debezium.source.column.type"
+SOURCE_COLUMN_LENGTH = "__debezium.source.column.length"
+SOURCE_COLUMN_SCALE = "__debezium.source.column.scale"
+
+
+def _wrapped(text: Column) -> Column:
+    """``text`` parsed as a maybe schema-wrapped object: ``schema``, ``payload``, ``op`` as JSON text."""
+    return F.from_json(text, _SCHEMA_WRAPPER)
+
+
+def _is_wrapped(wrapped: Column) -> Column:
+    return wrapped["schema"].isNotNull() & wrapped["payload"].isNotNull() & wrapped["op"].isNull()
+
+
 def _unwrap(text: Column) -> Column:
     """The payload of a schema-wrapped JSON object, else the object itself (both as JSON text)."""
-    wrapped = F.from_json(text, "schema string, payload string, op string")
+    wrapped = _wrapped(text)
+    return F.when(_is_wrapped(wrapped), wrapped["payload"]).otherwise(text)
+
+
+def _connect_scalar(field: Column) -> Column:
+    """A non-array Connect type as text: its semantic name (``io.debezium.time.MicroTimestamp``), else
+    its type (``int64``); a Decimal with its precision and scale (``…Decimal(12,2)``, ``…Decimal(,2)``
+    when the connector sends no precision)."""
+    params = field["parameters"]
+    decimal = F.concat(
+        field["name"],
+        F.lit("("),
+        F.coalesce(params["connect.decimal.precision"], F.lit("")),
+        F.lit(","),
+        F.coalesce(params["scale"], F.lit("0")),
+        F.lit(")"),
+    )
+    return F.when(field["name"] == DECIMAL, decimal).otherwise(F.coalesce(field["name"], field["type"]))
+
+
+def connect_type(field: Column) -> Column:
+    """A column's Connect schema as the one text the column registry records: ``_connect_scalar``, an
+    array as ``array<item>``, then the Postgres type Debezium propagated (``column.propagate.source.type``)
+    in parentheses, with its precision and scale for a numeric: ``string (NUMERIC(12,2))``."""
+    params = field["parameters"]
+    source = F.upper(params[SOURCE_COLUMN_TYPE])
+    dims = F.when(
+        source.isin("NUMERIC", "DECIMAL") & params[SOURCE_COLUMN_LENGTH].isNotNull(),
+        F.concat(
+            F.lit("("),
+            params[SOURCE_COLUMN_LENGTH],
+            F.coalesce(F.concat(F.lit(","), params[SOURCE_COLUMN_SCALE]), F.lit("")),
+            F.lit(")"),
+        ),
+    )
+    propagated = F.concat(F.lit(" ("), source, F.coalesce(dims, F.lit("")), F.lit(")"))
+    connect = F.when(
+        field["type"] == "array", F.concat(F.lit("array<"), _connect_scalar(field["items"]), F.lit(">"))
+    ).otherwise(_connect_scalar(field))
+    return F.concat(connect, F.coalesce(propagated, F.lit("")))
+
+
+def column_types(value_schema: Column) -> Column:
+    """Each column of the envelope's row (its ``after`` field, else ``before``) to its ``connect_type``;
+    null when the value came without its schema."""
+    rows = F.filter(value_schema["fields"], lambda f: f["field"].isin("after", "before"))
+    columns = F.try_element_at(rows, F.lit(1))["fields"]
     return F.when(
-        wrapped["schema"].isNotNull() & wrapped["payload"].isNotNull() & wrapped["op"].isNull(),
-        wrapped["payload"],
-    ).otherwise(text)
+        F.size(columns) > 0,
+        F.map_from_entries(F.transform(columns, lambda c: F.struct(c["field"], connect_type(c)))),
+    )
 
 
 def available(row: Column) -> Column:
@@ -198,15 +271,23 @@ def _read(lines: DataFrame, registry: DataFrame | None) -> DataFrame:
         & (w["key"].isNotNull() | w["value"].isNotNull())
     )
     src = F.col("e")["source"]
+    value = F.col("value_wrapper")
     parsed = (
         lines.withColumn(
             "w", F.from_json(quoted, _WRAPPER, {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT})
         )
         .withColumn("keyed", F.coalesce(keyed, F.lit(False)))
+        .withColumn("value_text", F.when(F.col("keyed"), w["value"]).otherwise(quoted))
+        .withColumn("value_wrapper", _wrapped(F.col("value_text")))
         .withColumn(
-            "e", F.from_json(_unwrap(F.when(F.col("keyed"), w["value"]).otherwise(quoted)), ENVELOPE_SCHEMA)
+            "e",
+            F.from_json(
+                F.when(_is_wrapped(value), value["payload"]).otherwise(F.col("value_text")), ENVELOPE_SCHEMA
+            ),
         )
+        .withColumn("value_schema", F.from_json(F.when(_is_wrapped(value), value["schema"]), _VALUE_SCHEMA))
         .withColumn("kafka_key", F.from_json(_unwrap(F.when(F.col("keyed"), w["key"])), _ROW))
+        .drop("value_text", "value_wrapper")
     )
     if registry is None:
         registry = lines.sparkSession.createDataFrame([], table_keys.SCHEMA)
@@ -298,6 +379,7 @@ def parse(lines: DataFrame, registry: DataFrame | None = None) -> DataFrame:
         .withColumn(
             "control", F.coalesce(_tombstone() | _tx_marker(), F.lit(False)) & F.col("w")[CORRUPT].isNull()
         )
+        .withColumn("column_types", F.when(is_row_op, column_types(F.col("value_schema"))))
         .withColumn("non_tx_message", F.coalesce(non_tx_message, F.lit(False)))
         .withColumn("is_snapshot", F.coalesce(op == OP_READ, F.lit(False)))
     )

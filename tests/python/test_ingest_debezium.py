@@ -81,6 +81,73 @@ def with_schema(payload: dict, name: str) -> dict:
     }
 
 
+def field(name: str, connect: str, optional: bool = True, semantic: str | None = None, **parameters) -> dict:
+    """One column's Connect field schema, as the Postgres connector writes it."""
+    schema = {"type": connect, "optional": optional, "field": name}
+    if semantic:
+        schema |= {"name": semantic, "version": 1}
+    if parameters:
+        schema["parameters"] = {PARAMETERS.get(k, k): v for k, v in parameters.items()}
+    return schema
+
+
+PARAMETERS = {
+    "precision": "connect.decimal.precision",
+    "source_type": debezium_envelope.SOURCE_COLUMN_TYPE,
+    "source_length": debezium_envelope.SOURCE_COLUMN_LENGTH,
+    "source_scale": debezium_envelope.SOURCE_COLUMN_SCALE,
+}
+# A table of every kind of column the connector types (propagated source types on some columns).
+TYPED_FIELDS = [
+    field("id", "int64", optional=False),
+    field("qty", "int32"),
+    field("small", "int16"),
+    field("price", "bytes", semantic=debezium_envelope.DECIMAL, scale="2", precision="12"),
+    field("total", "string", source_type="NUMERIC", source_length="14", source_scale="3"),
+    field("at", "string", semantic="io.debezium.time.ZonedTimestamp"),
+    field("local_at", "int64", semantic="io.debezium.time.MicroTimestamp"),
+    field("day", "int32", semantic="io.debezium.time.Date"),
+    {"type": "array", "optional": True, "items": {"type": "string", "optional": True}, "field": "tags"},
+    field("doc", "string", semantic="io.debezium.data.Json"),
+    field("blob", "bytes"),
+]
+
+
+def typed_value(after: dict) -> dict:
+    """A create of ``public.typed`` in the schema wrapper, with the row's full Connect schema."""
+    row = {"type": "struct", "optional": True, "name": "shop.public.typed.Value", "fields": TYPED_FIELDS}
+    payload = value("c", T1, 24_000_100, table="typed", after=after)
+    envelope = [
+        {**row, "field": "before"},
+        {**row, "field": "after"},
+        {
+            "type": "struct",
+            "optional": False,
+            "name": "io.debezium.connector.postgresql.Source",
+            "fields": [],
+            "field": "source",
+        },
+        {"type": "string", "optional": False, "field": "op"},
+    ]
+    schema = {"type": "struct", "optional": False, "name": "shop.public.typed.Envelope", "fields": envelope}
+    return {"schema": schema, "payload": payload}
+
+
+TYPED_ROW = {
+    "id": 1,
+    "qty": 2,
+    "small": 3,
+    "price": "BNI=",
+    "total": "1.500",
+    "at": "2026-01-01T10:00:00Z",
+    "local_at": 1767261600123456,
+    "day": 20454,
+    "tags": ["a", None],
+    "doc": '{"k":1}',
+    "blob": "CgtG",
+}
+
+
 def keyed(key: dict | None, val: dict | None) -> dict:
     return {"key": key, "value": val}
 
@@ -188,6 +255,22 @@ SCENARIOS: dict[str, list[tuple[str, list]]] = {
     ],
     "composite_key_bare": [(FILE, [_composite_key_line(False), closer()])],
     "composite_key_wrapped": [(FILE, [_composite_key_line(True), closer()])],
+    "typed": [
+        (
+            FILE,
+            [
+                keyed(
+                    {
+                        "schema": {"type": "struct", "fields": [field("id", "int64", optional=False)]},
+                        "payload": {"id": 1},
+                    },
+                    typed_value(TYPED_ROW),
+                ),
+                typed_value({**TYPED_ROW, "id": 2}),  # the value alone, keyed by the registry
+                closer(),
+            ],
+        )
+    ],
     "wrapped_value_registry": [
         (
             FILE,
@@ -471,6 +554,7 @@ def landed(spark):
         [
             ("*", "public", "customers", ["id"]),
             ("*", "public", "accounts", ["id"]),
+            ("*", "public", "typed", ["id"]),
             ("registry_per_source", "public", "accounts", ["number"]),
         ],
         table_keys.SCHEMA,
@@ -521,6 +605,31 @@ def test_kafka_key_beside_the_value_gives_the_key_columns_in_key_order(landed, s
 
 def test_schema_wrapped_value_without_key_uses_the_registry(landed):
     assert [e["record_pk"] for e in landed["wrapped_value_registry"]["events"]] == ['["5"]']
+
+
+def test_schema_wrapped_values_land_each_columns_connect_type(landed):
+    """The Connect schema of a wrapped value lands as the change's column_types, one text per column:
+    the semantic name when there is one, a Decimal with precision and scale, an array with its items'
+    type, the Postgres type the connector propagated in parentheses; a line without it sends none."""
+    typed = [e for e in landed["typed"]["events"] if e["source_table"] == "typed"]
+    expected = {
+        "id": "int64",
+        "qty": "int32",
+        "small": "int16",
+        "price": "org.apache.kafka.connect.data.Decimal(12,2)",
+        "total": "string (NUMERIC(14,3))",
+        "at": "io.debezium.time.ZonedTimestamp",
+        "local_at": "io.debezium.time.MicroTimestamp",
+        "day": "io.debezium.time.Date",
+        "tags": "array<string>",
+        "doc": "io.debezium.data.Json",
+        "blob": "bytes",
+    }
+    assert [e["column_types"] for e in typed] == [expected, expected]
+    assert typed[0]["record"]["price"] == "BNI=" and typed[0]["record"]["tags"] == '["a",null]'
+    # A bare value, and a wrapped one whose schema gives no row's fields: no types.
+    untyped = landed["bare_value"]["events"] + landed["wrapped_value_registry"]["events"]
+    assert untyped and all(e["column_types"] is None for e in untyped)
 
 
 def test_kafka_key_wins_over_the_registry(landed):
