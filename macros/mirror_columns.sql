@@ -40,7 +40,9 @@
             {%- set column = {
                 'name': name, 'source_type': row['source_type'], 'spark_type': row['spark_type'], 'note': '',
             } -%}
-            {%- if row['spark_type'] == 'string' and modules.re.match('^(numeric|decimal)', row['source_type']) -%}
+            {%- if row['spark_type'] == 'string' and modules.re.search(
+                '^(numeric|decimal)|connect[.]data[.]decimal|variablescaledecimal|[(](numeric|decimal)',
+                row['source_type'] | lower) -%}
                 {%- do column.update({'note': 'numeric without a precision of 38 digits or less: kept as text'}) -%}
             {%- endif -%}
             {%- do by_name.update({name: column}) -%}

@@ -1,16 +1,21 @@
 {#-
     A select of every value in `records` (source_records) with seq in (bounds.consumed,
     bounds.upto] that its mirror cannot convert: for each mirror (`mirror_models`) and each of its
-    columns of a type other than string (`mirror_columns` over `registry`), the value the capture
-    sent and `mirror_value`'s result, kept where the one is not null and the other is. One row per
+    columns that can fail to convert (`mirror_columns` over `registry`: of a type other than string,
+    or decoded first, `connect_encoding`), the value the capture sent and `mirror_value`'s result, kept where the one is not null and the other is. One row per
     rejected value: the record's key and position and a struct `rejected` (column_name,
     source_type, spark_type, raw_value, converts). Typed and empty when no mirror can reject.
 -#}
 {% macro mirror_reject_checks(records, registry, bounds) -%}
     {%- set checks = [] -%}
     {%- for mirror in mirror_models() -%}
-        {%- set checked = mirror_columns(registry, mirror.source_id, mirror.source_schema, mirror.source_table)
-            | rejectattr('spark_type', 'equalto', 'string') | list -%}
+        {#- A string column converts whatever was sent, unless it is decoded first (a Debezium time). -#}
+        {%- set checked = [] -%}
+        {%- for column in mirror_columns(registry, mirror.source_id, mirror.source_schema, mirror.source_table)
+            if column.spark_type != 'string'
+            or (connect_encoding(column.source_type) or {}).get('encoding', 'text') != 'text' -%}
+            {%- do checked.append(column) -%}
+        {%- endfor -%}
         {%- if checked -%}
             {%- do checks.append((mirror, checked)) -%}
         {%- endif -%}
@@ -34,7 +39,7 @@
                     'source_type', '{{ column.source_type | replace("'", "''") }}',
                     'spark_type', '{{ column.spark_type }}',
                     'raw_value', {{ raw }},
-                    'converts', {{ mirror_value(raw, column.spark_type) }} is not null
+                    'converts', {{ mirror_value(raw, column.spark_type, column.source_type) }} is not null
                 ){{ ',' if not loop.last }}
                 {%- endfor %}
             ),

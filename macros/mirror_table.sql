@@ -63,7 +63,7 @@ final as (
 
     select
         {%- for column in columns %}
-            {{ mirror_value("record['" ~ column.name | replace("'", "''") ~ "']", column.spark_type) }}
+            {{ mirror_value("record['" ~ column.name | replace("'", "''") ~ "']", column.spark_type, column.source_type) }}
                 as `{{ column.name | replace('`', '``') }}`,
         {%- endfor %}
         record_pk as _wal_lake_record_pk,

@@ -1,46 +1,13 @@
 {#-
-    The Spark type a Postgres column type (as `format_type` writes it, which is what wal2json sends)
-    maps to, as SQL over the type text `source_type`:
-    - smallint, integer, bigint; real -> float, double precision -> double; boolean;
-    - numeric(p,s) -> decimal(p,s) up to precision 38; unconstrained numeric, or a precision over
-      38, -> string (Spark's decimal holds 38 digits at most);
-    - text, character varying(n), character(n), uuid, name, citext, an enum or any other type
-      without a Spark counterpart -> string;
-    - date; timestamp without time zone -> timestamp_ntz; timestamp with time zone -> timestamp
-      (an instant, shown in the session's time zone, UTC here);
-    - json and jsonb -> variant (Spark 4's semi-structured type: fields read with variant_get,
-      about twice as fast as parsing the text; BENCHMARKS.md); time and interval -> string (their
-      text as Postgres writes it);
-    - bytea -> binary;
-    - an array of any of these (`text[]`) -> array<its element's type>.
+    The Spark type a column's source type (as column_registry records it) maps to, as SQL over the
+    type text `source_type`: a Kafka Connect type (Debezium, `connect_spark_type`) or a Postgres
+    type as `format_type` writes it (wal2json, `postgres_spark_type`). Null for a null type.
 -#}
 {% macro spark_type_for(source_type) -%}
     {%- set text = "lower(trim(" ~ source_type ~ "))" -%}
-    {%- set element = "case when " ~ text ~ " like '%[]' then substr(" ~ text ~ ", 1, length(" ~ text
-        ~ ") - 2) else " ~ text ~ " end" -%}
-    {%- set scalar -%}
-        case
-            when {{ element }} in ('smallint', 'int2') then 'smallint'
-            when {{ element }} in ('integer', 'int', 'int4') then 'int'
-            when {{ element }} in ('bigint', 'int8') then 'bigint'
-            when {{ element }} in ('real', 'float4') then 'float'
-            when {{ element }} in ('double precision', 'float8') then 'double'
-            when {{ element }} in ('boolean', 'bool') then 'boolean'
-            when
-                {{ element }} rlike '^(numeric|decimal)[(][0-9]+,[0-9]+[)]$'
-                and cast(regexp_extract({{ element }}, '[(]([0-9]+),', 1) as int) <= 38
-                then concat('decimal', regexp_extract({{ element }}, '([(][0-9]+,[0-9]+[)])$', 1))
-            when {{ element }} = 'date' then 'date'
-            when {{ element }} rlike '^timestamp([(][0-9][)])? without time zone$' then 'timestamp_ntz'
-            when {{ element }} rlike '^timestamp([(][0-9][)])? with time zone$' then 'timestamp'
-            when {{ element }} = 'bytea' then 'binary'
-            when {{ element }} in ('json', 'jsonb') then 'variant'
-            else 'string'
-        end
-    {%- endset -%}
     case
         when {{ source_type }} is null then null
-        when trim({{ source_type }}) like '%[]' then concat('array<', {{ scalar }}, '>')
-        else {{ scalar }}
+        when {{ text }} rlike '{{ connect_type_pattern() }}' then {{ connect_spark_type(text) }}
+        else {{ postgres_spark_type(text) }}
     end
 {%- endmacro %}

@@ -42,7 +42,11 @@ final as (
         rejected.source_type,
         rejected.spark_type,
         rejected.raw_value,
-        concat('does not convert to ', rejected.spark_type) as reason,
+        case
+            when lower(rejected.source_type) rlike '{{ connect_type_pattern() }}'
+                then concat('does not convert from ', rejected.source_type, ' to ', rejected.spark_type)
+            else concat('does not convert to ', rejected.spark_type)
+        end as reason,
         seq,
         commit_lsn_text,
         committed_at

@@ -22,6 +22,7 @@ from pyspark.sql.types import VariantVal
 
 from python_jobs import mirrors
 
+MIRRORS = ("dbz__public__typed", "src__public__items", "src__public__logs")
 MODELS = ("+source_records", "column_registry", "tag:mirror", "mirror_tables", "mirror_rejects")
 
 TYPES_1 = {
@@ -79,6 +80,53 @@ def items(lsn, idx, action, pk, record, types=TYPES_1, **kw):
     return change(lsn, idx, action, table="items", pk=(pk,), record=record, types=types, **kw)
 
 
+# Debezium's Connect types (debezium_envelope.connect_type), each with the encoding its values come in.
+DBZ_TYPES = {
+    "id": "int64",
+    "small": "int16",
+    "price": "org.apache.kafka.connect.data.Decimal(12,2)",  # precise: unscaled bytes, base64
+    "neg": "org.apache.kafka.connect.data.Decimal(38,0)",
+    "total": "string (NUMERIC(14,3))",  # decimal.handling.mode=string, source type propagated
+    "amount": "io.debezium.data.VariableScaleDecimal",  # unconstrained numeric
+    "at": "io.debezium.time.ZonedTimestamp",
+    "local_at": "io.debezium.time.MicroTimestamp",
+    "local_ms": "io.debezium.time.Timestamp",
+    "day": "io.debezium.time.Date",
+    "clock": "io.debezium.time.MicroTime",
+    "tags": "array<string>",
+    "scores": "array<int32>",
+    "days": "array<io.debezium.time.Date>",
+    "doc": "io.debezium.data.Json",
+    "blob": "bytes",
+    "ok": "boolean",
+    "ratio": "float64",
+}
+DBZ_ROW = {
+    "id": "1",
+    "small": "3",
+    "price": "BBo=",  # 1050
+    "neg": "9rZPCQ/9zOw7tm+vIccMsg==",  # -12345678901234567890123456789012345678
+    "total": "1.500",
+    "amount": '{"scale":3,"value":"+y4="}',  # -1234
+    "at": "2026-01-01T10:00:00.5Z",
+    "local_at": "1767261600123456",
+    "local_ms": "1767261600123",
+    "day": "20454",
+    "clock": "36000500000",
+    "tags": '["a b",null,"c,d"]',
+    "scores": "[1,2,null]",
+    "days": "[0,20454]",
+    "doc": '{"k":[1,2]}',
+    "blob": "CgtG",
+    "ok": "true",
+    "ratio": "2.5",
+}
+
+
+def typed(lsn, idx, pk, record):
+    return change(lsn, idx, "insert", table="typed", pk=(pk,), record=record, types=DBZ_TYPES, source="dbz")
+
+
 def logs(lsn, idx, action, pk):
     return change(lsn, idx, action, table="logs", pk=(pk,), record={"id": str(pk)}, types={"id": "integer"})
 
@@ -95,6 +143,8 @@ BATCH_1 = [
     items(300, 1, "update", 6, item(6, qty=50), old_pk=(5,)),
     logs(300, 2, "insert", 1),
     logs(300, 3, "insert", 2),
+    typed(300, 4, 1, DBZ_ROW),
+    typed(300, 5, 2, {"id": "2", "price": "not base64!", "clock": "99999999999", "scores": '[1,"x"]'}),
 ]
 BATCH_2 = [
     change(400, 0, "truncate", table="logs"),
@@ -132,7 +182,7 @@ def built(spark, dbt, schemas):
 
 def snapshot(spark, schemas) -> dict:
     tables = {}
-    for name in ("src__public__items", "src__public__logs"):
+    for name in MIRRORS:
         relation = f"{schemas.mirror}.{name}"
         tables[name] = {
             "types": {f.name: f.dataType.simpleString() for f in spark.table(relation).schema.fields},
@@ -161,7 +211,7 @@ def values(row: dict) -> dict:
 
 
 def test_one_model_per_captured_table(built):
-    assert built["names"] == ["src__public__items", "src__public__logs"]
+    assert built["names"] == list(MIRRORS)
 
 
 def test_every_type_converts(built):
@@ -210,6 +260,55 @@ def test_every_type_converts(built):
     assert row["_wal_lake_commit_lsn"] == "0/64"
 
 
+def test_every_debezium_encoding_decodes(built):
+    """Debezium's Connect types map to the Spark types of the Postgres types they stand for, and each
+    value is decoded from its encoding: unscaled base64 decimals, epoch days and micros, micros of a
+    day, JSON arrays, base64 bytes."""
+    typed = built["first"]["dbz__public__typed"]
+    assert {k: v for k, v in typed["types"].items() if not k.startswith("_wal_lake_")} == {
+        "id": "bigint",
+        "small": "smallint",
+        "price": "decimal(12,2)",
+        "neg": "decimal(38,0)",
+        "total": "decimal(14,3)",
+        "amount": "string",
+        "at": "timestamp",
+        "local_at": "timestamp_ntz",
+        "local_ms": "timestamp_ntz",
+        "day": "date",
+        "clock": "string",
+        "tags": "array<string>",
+        "scores": "array<int>",
+        "days": "array<date>",
+        "doc": "variant",
+        "blob": "binary",
+        "ok": "boolean",
+        "ratio": "double",
+    }
+    assert values(typed["rows"]['["1"]']) == {
+        "id": 1,
+        "small": 3,
+        "price": Decimal("10.50"),
+        "neg": Decimal("-12345678901234567890123456789012345678"),
+        "total": Decimal("1.500"),
+        "amount": "-1.234",
+        "at": datetime(2026, 1, 1, 10, 0, 0, 500000),
+        "local_at": datetime(2026, 1, 1, 10, 0, 0, 123456),
+        "local_ms": datetime(2026, 1, 1, 10, 0, 0, 123000),
+        "day": date(2026, 1, 1),
+        "clock": "10:00:00.5",
+        "tags": ["a b", None, "c,d"],
+        "scores": [1, 2, None],
+        "days": [date(1970, 1, 1), date(2026, 1, 1)],
+        "doc": {"k": [1, 2]},
+        "blob": bytearray(b"\n\x0bF"),
+        "ok": True,
+        "ratio": 2.5,
+    }
+    bad = values(typed["rows"]['["2"]'])
+    assert (bad["price"], bad["clock"], bad["scores"]) == (None, None, None)
+
+
 def test_rules_shared_with_consumer_records(built):
     items = built["first"]["src__public__items"]["rows"]
     assert sorted(items) == ['["1"]', '["2"]', '["6"]']  # 3 deleted, 5 moved to 6
@@ -220,9 +319,18 @@ def test_rules_shared_with_consumer_records(built):
 
 def test_values_that_do_not_convert_are_rejected_not_lost(built):
     assert values(built["first"]["src__public__items"]["rows"]['["2"]'])["price"] is None
+    dbz = "does not convert from {} to {}".format
     assert built["incremental"]["rejects"] == [
         ('["2"]', "at", "infinity", "does not convert to timestamp"),
+        ('["2"]', "clock", "99999999999", dbz("io.debezium.time.MicroTime", "string")),
         ('["2"]', "price", "NaN", "does not convert to decimal(12,2)"),
+        (
+            '["2"]',
+            "price",
+            "not base64!",
+            dbz("org.apache.kafka.connect.data.Decimal(12,2)", "decimal(12,2)"),
+        ),
+        ('["2"]', "scores", '[1,"x"]', dbz("array<int32>", "array<int>")),
     ]
 
 
@@ -257,7 +365,7 @@ def test_schema_changes_mid_stream(built):
 
 
 def test_full_refresh_equals_incremental(built):
-    for name in ("src__public__items", "src__public__logs"):
+    for name in MIRRORS:
         full, incremental = built["full"][name], built["incremental"][name]
         assert full["types"] == incremental["types"]
         assert {k: values(v) for k, v in full["rows"].items()} == {

@@ -1,0 +1,48 @@
+{#-
+    The Spark type a Kafka Connect type (as the Debezium ingestion records it:
+    `debezium_envelope.connect_type`) maps to, as SQL over the lowercased type text `text`:
+    - int16, int32, int64 -> smallint, int, bigint; float32, float64 -> float, double; boolean;
+    - org.apache.kafka.connect.data.Decimal(p,s) (decimal.handling.mode=precise) -> decimal(p,s) up
+      to precision 38, else string; a string whose propagated Postgres type is NUMERIC(p,s)
+      (decimal.handling.mode=string with column.propagate.source.type) -> decimal(p,s) likewise;
+    - io.debezium.time.Date and Connect's Date -> date; io.debezium.time.Timestamp, MicroTimestamp,
+      NanoTimestamp and Connect's Timestamp (a local date-time as time since the epoch) ->
+      timestamp_ntz; io.debezium.time.ZonedTimestamp (ISO-8601 text) -> timestamp;
+    - io.debezium.data.Json -> variant; bytes and io.debezium.data.Bits -> binary;
+    - anything else (string, Uuid, Enum, the times and durations, VariableScaleDecimal, geometry)
+      -> string: mirror_value writes a time as Postgres does (`10:00:00.5`), a variable-scale
+      decimal as its digits, the rest as sent;
+    - array<T> -> array<T's type>.
+-#}
+{% macro connect_spark_type(text) -%}
+    {%- set connect = "regexp_replace(" ~ text ~ ", ' [(].*[)]$', '')" -%}
+    {%- set propagated = "regexp_extract(" ~ text ~ ", ' [(](.*)[)]$', 1)" -%}
+    {%- set element = "regexp_replace(" ~ connect ~ ", '^array<(.*)>$', '$1')" -%}
+    {%- set scalar -%}
+        case
+            when {{ element }} = 'int16' then 'smallint'
+            when {{ element }} = 'int32' then 'int'
+            when {{ element }} = 'int64' then 'bigint'
+            when {{ element }} = 'float32' then 'float'
+            when {{ element }} = 'float64' then 'double'
+            when {{ element }} = 'boolean' then 'boolean'
+            when {{ element }} in ('bytes', 'io.debezium.data.bits') then 'binary'
+            when {{ element }} in ('io.debezium.time.date', 'org.apache.kafka.connect.data.date') then 'date'
+            when {{ element }} in (
+                'io.debezium.time.timestamp', 'io.debezium.time.microtimestamp',
+                'io.debezium.time.nanotimestamp', 'org.apache.kafka.connect.data.timestamp'
+            ) then 'timestamp_ntz'
+            when {{ element }} = 'io.debezium.time.zonedtimestamp' then 'timestamp'
+            when {{ element }} = 'io.debezium.data.json' then 'variant'
+            when {{ element }} rlike '^org[.]apache[.]kafka[.]connect[.]data[.]decimal[(][0-9]+,[0-9]+[)]$'
+                then {{ decimal_spark_type(element) }}
+            when {{ element }} = 'string' and {{ propagated }} rlike '^(numeric|decimal)[(][0-9]+,[0-9]+[)]$'
+                then {{ decimal_spark_type(propagated) }}
+            else 'string'
+        end
+    {%- endset -%}
+    case
+        when {{ connect }} like 'array<%>' then concat('array<', {{ scalar }}, '>')
+        else {{ scalar }}
+    end
+{%- endmacro %}
