@@ -154,7 +154,7 @@ def verify(query: Query, landing: Path, schema: str) -> list[str]:
 
 def mirror_state(spark, schema: str, source_id: str) -> dict[str, list[dict]] | None:
     """A source's typed mirrors as {"schema.table": [row dicts of the source's columns]}, the values as
-    Spark returns them; None when the source has no mirrors (a format that sends no types)."""
+    Spark returns them; None when the source has no mirrors."""
     if not spark.catalog.tableExists(f"{schema}.mirror_tables"):
         return None
     catalog = spark.sql(

@@ -3,7 +3,8 @@
 A mirror is a dbt model of two lines (``{{ mirror_table('source', 'schema', 'table') }}``, the
 ``mirror_table`` macro) plus its entry in ``_mirrors__models.yml`` with the columns the stream has
 shown so far. The tables and their columns come from the landed changes (``wal_events``, the types
-wal2json sends), so run this after an ingestion that brought a new table and before ``dbt build``.
+wal2json sends, or Debezium in its schema wrapper), so run this after an ingestion that brought a
+new table and before ``dbt build``.
 A column added later needs no new run of this: the model reads its columns from column_registry
 when it runs; rerun this to describe it in ``dbt docs``.
 

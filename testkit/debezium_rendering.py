@@ -17,6 +17,10 @@ for it (JSON converter, ``decimal.handling.mode=string``, default ``time.precisi
   ``io.debezium.time.ZonedTimestamp`` (ISO-8601 in UTC, ``Z``), date as ``io.debezium.time.Date``
   (days since the epoch), json/jsonb and text as strings.
 
+Every key and value is in the JSON converter's schema wrapper (``schemas.enable=true``): a row's
+Connect schema names each column's Connect type and, as ``column.propagate.source.type=.*`` sets,
+the Postgres type it was read as (``connect_field``).
+
 ``keyed`` lines carry the Kafka key beside the value (``{"key": …, "value": …}``; a keyless table's
 key is null) and transaction metadata (``transaction.total_order``); their first streamed
 transaction names no previous commit (null, as after a fresh snapshot). Bare lines are the value
@@ -37,6 +41,7 @@ from decimal import Decimal
 from pathlib import Path
 
 from python_jobs.lsn import parse_lsn
+from testkit.connect_schema import connect_field
 from testkit.oracle import FLOAT_TYPES, INTEGER_TYPES, SPECIAL_NUMBERS, base_type
 
 UNAVAILABLE = "__debezium_unavailable_value"
@@ -210,10 +215,36 @@ class Renderer:
         shown = before if full_identity else None
         return [("update", {"before": shown, "after": after, "source": source, "op": "u"}, key)]
 
+    def _row_schema(self, table: str, columns: list[str] | None = None, optional: bool = True) -> dict:
+        types = self.types[table]
+        fields = [connect_field(c, types[c], optional) for c in (columns or types)]
+        return {"type": "struct", "optional": optional, "name": f"oracle.{table}.Value", "fields": fields}
+
+    def _value_schema(self, event: Event) -> dict:
+        """The envelope's Connect schema (abridged to what a reader needs: the row's fields)."""
+        fields = [{"type": "string", "optional": False, "field": "op"}]
+        if event.schema is not None and event.action != "truncate":
+            row = self._row_schema(f"{event.schema}.{event.table}")
+            fields = [{**row, "field": "before"}, {**row, "field": "after"}, *fields]
+        name = (
+            f"oracle.{event.schema}.{event.table}.Envelope"
+            if event.schema
+            else "io.debezium.connector.Message"
+        )
+        return {"type": "struct", "optional": False, "name": name, "fields": fields}
+
     def line(self, event: Event) -> str:
+        value = {"schema": self._value_schema(event), "payload": event.value}
         if self.keyed:
-            return json.dumps({"key": event.key, "value": event.value}, separators=(",", ":"))
-        return json.dumps(event.value, separators=(",", ":"))
+            key = None
+            if event.key is not None:
+                table = f"{event.schema}.{event.table}"
+                key = {
+                    "schema": self._row_schema(table, list(event.key), optional=False),
+                    "payload": event.key,
+                }
+            return json.dumps({"key": key, "value": value}, separators=(",", ":"))
+        return json.dumps(value, separators=(",", ":"))
 
 
 def _ts_ms(record: dict) -> int:

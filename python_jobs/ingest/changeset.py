@@ -140,7 +140,8 @@ class ChangeSet:
 # old_identity: the row's replica identity before the change, when it does not hold the key columns
 # (REPLICA IDENTITY USING INDEX on other columns), for the old key to be resolved from it.
 # column_types: each column of the change to its source type as the capture sent it (wal2json's
-# "type"), read by the column registry; a format that sends no types leaves it null.
+# "type"; Debezium's Connect type from the schema wrapper), read by the column registry; a line that
+# sends no types leaves it null.
 OPTIONAL_COLUMNS = frozenset({"old_identity", "column_types"})
 
 

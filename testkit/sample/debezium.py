@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+
+from testkit.connect_schema import connect_field
 from testkit.sample.model import (
     NUMERIC,
     SCHEMA,
@@ -44,10 +47,11 @@ def _debezium_value(kind: str, value) -> str:
 
 
 class DebeziumFormat:
-    """Debezium 2.x Postgres connector, JSON converter without schemas, key and value per line.
+    """Debezium 2.x Postgres connector, JSON converter with schemas, key and value per line.
 
     Connector settings this mimics: ``decimal.handling.mode=string``, default ``time.precision.mode``
-    (timestamptz as ``ZonedTimestamp``), REPLICA IDENTITY DEFAULT (no ``before`` on updates; a
+    (timestamptz as ``ZonedTimestamp``), ``column.propagate.source.type=.*`` (testkit.connect_schema),
+    REPLICA IDENTITY DEFAULT (no ``before`` on updates; a
     delete's ``before`` holds the key, other columns null), no transaction metadata topic, and a
     primary-key change emitted as a delete of the old key and a create of the new one (the tombstone
     between them is dropped by the sink).
@@ -57,6 +61,28 @@ class DebeziumFormat:
         self.server = server
         self.db = db
         self.last_commit_lsn: int | None = None  # null until the first commit after a snapshot
+        self.key_schemas = {t: self._schema(t, "Key", key_only=True) for t in TABLES}
+        self.value_schemas = {t: self._schema(t, "Envelope") for t in TABLES}
+
+    def _schema(self, table: str, kind: str, key_only: bool = False) -> str:
+        """A table's key schema, or its value envelope's (abridged to the row's fields and op), as JSON."""
+        cols, key_cols = TABLES[table]
+        name = f"{self.server}.{SCHEMA}.{table}"
+        fields = [
+            connect_field(c, t, optional=c not in key_cols) for c, t in cols if not key_only or c in key_cols
+        ]
+        row = {"type": "struct", "optional": not key_only, "name": f"{name}.{'Key' if key_only else 'Value'}"}
+        if not key_only:
+            op = {"type": "string", "optional": False, "field": "op"}
+            envelope = [
+                {**row, "fields": fields, "field": "before"},
+                {**row, "fields": fields, "field": "after"},
+                op,
+            ]
+            row = {"type": "struct", "optional": False, "name": f"{name}.{kind}", "fields": envelope}
+        else:
+            row["fields"] = fields
+        return json.dumps(row, separators=(",", ":"))
 
     @staticmethod
     def _row(table: str, row: dict, unsent: frozenset = frozenset()) -> str:
@@ -87,12 +113,14 @@ class DebeziumFormat:
             f'"schema":"{SCHEMA}","table":"{table}","txId":{txid},"lsn":{lsn},"xmin":null}}'
         )
 
-    @staticmethod
-    def _line(key: str, before: str, after: str, source: str, op: str, ts_ms: int) -> str:
+    def _line(self, table: str, key: str, before: str, after: str, source: str, op: str, ts_ms: int) -> str:
+        """Key and value, each in the schema wrapper (a truncate's key is null)."""
+        wrapped_key = "null" if key == "null" else f'{{"schema":{self.key_schemas[table]},"payload":{key}}}'
         return (
-            f'{{"key":{key},"value":{{"before":{before},"after":{after},"source":{source},'
+            f'{{"key":{wrapped_key},"value":{{"schema":{self.value_schemas[table]},"payload":'
+            f'{{"before":{before},"after":{after},"source":{source},'
             f'"transaction":null,"op":"{op}","ts_ms":{ts_ms},"ts_us":{ts_ms * 1000},'
-            f'"ts_ns":{ts_ms * 1_000_000}}}}}'
+            f'"ts_ns":{ts_ms * 1_000_000}}}}}}}'
         )
 
     def snapshot(self, model: Model, lsn: int, txid: int, micros: int) -> list[tuple[int, str, str]]:
@@ -104,7 +132,7 @@ class DebeziumFormat:
             flag = "first" if n == 0 else "last" if n == len(rows) - 1 else "true"
             source = self._source(table, lsn, txid, ts_ms, flag, None)
             line = self._line(
-                self._key(table, key), "null", self._row(table, row), source, DBZ_READ, ts_ms + 5
+                table, self._key(table, key), "null", self._row(table, row), source, DBZ_READ, ts_ms + 5
             )
             out.append((lsn, line, CHANGE))
         return out
@@ -121,21 +149,21 @@ class DebeziumFormat:
 
     def _events(self, ch: Change, source: str, emitted: int) -> list[str]:
         if ch.action == W_TRUNCATE:
-            return [self._line("null", "null", "null", source, DBZ_TRUNCATE, emitted)]
+            return [self._line(ch.table, "null", "null", "null", source, DBZ_TRUNCATE, emitted)]
         if ch.action == W_DELETE:
             return [self._delete(ch.table, ch.old_key, source, emitted)]
         new_key = Model.key_of(ch.table, ch.row)
         key, after = self._key(ch.table, new_key), self._row(ch.table, ch.row, ch.unsent)
         if ch.action == W_INSERT:
-            return [self._line(key, "null", after, source, DBZ_CREATE, emitted)]
+            return [self._line(ch.table, key, "null", after, source, DBZ_CREATE, emitted)]
         if new_key != ch.old_key:
             delete = self._delete(ch.table, ch.old_key, source, emitted)
-            return [delete, self._line(key, "null", after, source, DBZ_CREATE, emitted)]
-        return [self._line(key, "null", after, source, DBZ_UPDATE, emitted)]
+            return [delete, self._line(ch.table, key, "null", after, source, DBZ_CREATE, emitted)]
+        return [self._line(ch.table, key, "null", after, source, DBZ_UPDATE, emitted)]
 
     def _delete(self, table: str, key: tuple, source: str, emitted: int) -> str:
         before = self._key_only_row(table, key)
-        return self._line(self._key(table, key), before, "null", source, DBZ_DELETE, emitted)
+        return self._line(table, self._key(table, key), before, "null", source, DBZ_DELETE, emitted)
 
     def malformed(self, txn: Transaction) -> list[str]:
         """The transaction's first event cut short, and stray braces. Rendering it here must not

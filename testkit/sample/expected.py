@@ -29,16 +29,18 @@ def compare_with_expected(
 def compare_mirrors_with_expected(
     landing: Path, mirrors_of: Callable[[str], oracle.State | None]
 ) -> Iterator[tuple[str, int, list[str]]]:
-    """Per source of the sample that has typed mirrors (``mirrors_of(source_id)``: each table's mirror
-    rows as ``{"schema.table": [row dicts of the source's columns, as Spark returns them]}``, None
-    when the source has none): its id, its expected row count, and where the mirrors differ from the
-    expected state, each side typed by the column's Postgres type (``oracle.compare_mirror``)."""
+    """Per source of the sample (``mirrors_of(source_id)``: each table's mirror rows as
+    ``{"schema.table": [row dicts of the source's columns, as Spark returns them]}``, None when the
+    source has none): its id, its expected row count, and where the mirrors differ from the expected
+    state, each side typed by the column's Postgres type (``oracle.compare_mirror``). Both formats
+    send column types, so a source without mirrors is a difference."""
     manifest = json.loads((landing / "manifest.json").read_text())
     for source_id, info in sorted(manifest["sources"].items()):
+        expected = json.loads((landing / info["expected_state"]).read_text())
         found = mirrors_of(source_id)
         if found is None:
+            yield source_id, sum(len(v) for v in expected.values()), ["no typed mirrors"]
             continue
-        expected = json.loads((landing / info["expected_state"]).read_text())
         problems = []
         for table in sorted(set(expected) | set(found)):
             problems += oracle.compare_mirror(

@@ -15,9 +15,11 @@ over everything), incrementally. Then for every source:
 
 - consumer_records equals `select * from t` value for value, for every table with a key; a keyless
   table has no record there;
-- for four of the wal2json seeds (MIRRORED), every keyed table's typed mirror equals `select * from t`
-  too, compared typed (each column in the Spark type its Postgres type maps to), with nothing in
-  mirror_rejects; the Debezium sources, which send no types, have no mirrors;
+- column_registry holds every column with the type its capture sent: the Postgres type (wal2json),
+  the Connect type with the propagated Postgres type (Debezium, in the schema wrapper);
+- for four of the wal2json seeds and both Debezium renderings (MIRRORED), every keyed table's typed
+  mirror equals `select * from t` too, compared typed (each column in the Spark type its Postgres
+  type maps to, whichever format carried it), with nothing in mirror_rejects;
 - sequin_events holds exactly the changes Postgres decoded, once each, in decode order (taken from a
   slot that nothing advanced, not from any rule about positions), at distinct positions, with a
   null record_pk for a keyless table's changes and a key for every other row change.
@@ -38,7 +40,7 @@ from python_jobs import capture, mirrors
 from python_jobs.demo import consumer_state, spark_query
 from python_jobs.ingest import job as ingest
 from python_jobs.lsn import format_lsn, parse_lsn
-from testkit import debezium_rendering, oracle, soak, workload
+from testkit import connect_schema, debezium_rendering, oracle, soak, workload
 
 SEEDS = range(1, 21)
 LATE_SEED = 14  # its split transaction's middle file arrives late
@@ -67,7 +69,7 @@ MIRROR_TYPES = {
 }
 # The sources whose tables get typed mirrors: a mirror per table is a dbt step per table (about 2 s
 # each in the suite, 7 tables a source), so four wal2json seeds (one with a copied file, the one with a
-# late file) and the two Debezium renderings (which send no types: they must get none).
+# late file) and the two Debezium renderings; every table of the workload is among them.
 MIRRORED = tuple(f"soak_{seed}.soak_{seed}" for seed in (1, 3, 14, 20)) + (  # wal2json_source(seed)
     f"debezium_keyed.soak_{DEBEZIUM_KEYED_SEED}",
     f"debezium_bare.soak_{DEBEZIUM_BARE_SEED}",
@@ -238,14 +240,14 @@ def reject_reasons(spark, schema: str) -> list[str]:
 
 
 def registry_problems(spark, schema: str, source_id: str, t: dict) -> list[str]:
-    """column_registry holds every column of every table the stream touched, with the type Postgres
-    gives it (format_type, what wal2json sends) and a Spark type; nothing for Debezium (no types)."""
+    """column_registry holds every column of every table the stream touched, with the type its capture
+    sends (Postgres' format_type from wal2json; the Connect type the Debezium rendering gives it) and
+    a Spark type."""
     rows = spark.sql(
         f"select source_schema, source_table, column_name, source_type, spark_type"
         f" from {schema}.column_registry where source_id = '{source_id}'"
     ).collect()
-    if t["debezium"]:
-        return [f"column_registry: {len(rows)} rows for a source that sends no types"] if rows else []
+    sent = connect_schema.connect_type if t["debezium"] else str
     found: dict[str, dict[str, str]] = {}
     problems = [
         f"column_registry: {r.column_name} ({r.source_type}): no Spark type" for r in rows if not r.spark_type
@@ -256,8 +258,9 @@ def registry_problems(spark, schema: str, source_id: str, t: dict) -> list[str]:
             problems.append(f"column_registry: {r.source_table}.{r.column_name} has two types")
         columns[r.column_name] = r.source_type
     for table, columns in sorted(found.items()):
-        if columns != t["types"].get(table):
-            problems.append(f"column_registry: {table}: {columns} != Postgres {t['types'].get(table)}")
+        expected = {column: sent(pg_type) for column, pg_type in t["types"].get(table, {}).items()}
+        if columns != expected:
+            problems.append(f"column_registry: {table}: {columns} != {expected}")
     # A table with rows at the end sent them (a snapshot read or an insert), with their types.
     holding_rows = {table for table, rows in t["state"].items() if rows}
     problems += [f"column_registry: nothing for {table}" for table in sorted(holding_rows - set(found))]
@@ -266,7 +269,7 @@ def registry_problems(spark, schema: str, source_id: str, t: dict) -> list[str]:
 
 def mirror_problems(spark, schema: str, source_id: str, t: dict) -> list[str]:
     """Every keyed table's typed mirror equals `select * from t`, value for value and typed, with the
-    Spark types MIRROR_TYPES gives; nothing rejected; no mirror for a source that sends no types."""
+    Spark types MIRROR_TYPES gives; nothing rejected."""
     relations = {
         f"{r.source_schema}.{r.source_table}": r.mirror_relation
         for r in spark.sql(
@@ -274,8 +277,6 @@ def mirror_problems(spark, schema: str, source_id: str, t: dict) -> list[str]:
             f" where source_id = '{source_id}'"
         ).collect()
     }
-    if t["debezium"]:
-        return [f"mirrors: {sorted(relations)} for a source that sends no types"] if relations else []
     problems = [
         f"mirror_rejects: {r.source_table}.{r.column_name} {r.raw_value!r}: {r.reason}"
         for r in spark.sql(f"select * from {schema}.mirror_rejects where source_id = '{source_id}'").collect()

@@ -189,8 +189,15 @@ def test_the_workload_holds_every_special_case(zone):
     assert touched_then_deleted, "several touches of one row in one transaction ending in a delete"
 
     dbz = [json.loads(line) for _, line in _read_lines(zone / SOURCE_DBZ) if _parse(line)]
-    values = [d["value"] for d in dbz]
+    # Key and value in the schema wrapper, the value's schema naming each column's Connect type.
+    assert all(set(d["value"]) == {"schema", "payload"} for d in dbz)
+    assert all(d["key"] is None or set(d["key"]) == {"schema", "payload"} for d in dbz)
+    values = [d["value"]["payload"] for d in dbz]
     assert {v["op"] for v in values} == {"r", "c", "u", "d", "t"}
+    orders = next(d["value"]["schema"] for d in dbz if d["value"]["payload"]["source"]["table"] == "orders")
+    after = {f["field"]: f for f in next(f for f in orders["fields"] if f["field"] == "after")["fields"]}
+    assert after["total"]["parameters"]["__debezium.source.column.length"] == "12"
+    assert after["placed_at"]["name"] == "io.debezium.time.ZonedTimestamp"
     assert any(
         v["after"] and v["after"].get("bio") == sample.DBZ_UNAVAILABLE for v in values if v["op"] == "u"
     )
