@@ -203,6 +203,13 @@ def main(argv: list[str] | None = None) -> int:
                 f"demo: {landing} holds another sample (seed {manifest['seed']}); remove it or pass --landing"
             )
             return 2
+        if manifest.get("version", 1) != sample.SAMPLE_VERSION:
+            print(
+                f"demo: {landing} holds a sample of an earlier version (its Debezium lines carry no "
+                f"schemas, so no typed mirrors): remove it and the warehouse it was landed into (.spark/), "
+                f"or pass --landing and --raw-schema/--schema of a new warehouse"
+            )
+            return 2
         print("      already generated: landing it again must add nothing")
     else:
         sample.generate(landing, seed=args.seed, transactions=args.transactions)

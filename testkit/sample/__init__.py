@@ -24,7 +24,7 @@ Spark), which land every other file of a source folder.
 from testkit.sample.cli import main
 from testkit.sample.debezium import DBZ_UNAVAILABLE, DEBEZIUM
 from testkit.sample.expected import compare_mirrors_with_expected, compare_with_expected
-from testkit.sample.generate import EXPECTED_STATE, generate
+from testkit.sample.generate import EXPECTED_STATE, SAMPLE_VERSION, generate
 from testkit.sample.model import NUMERIC, SCHEMA, TABLES, TIMESTAMPTZ
 from testkit.sample.wal2json import WAL2JSON
 
@@ -33,6 +33,7 @@ __all__ = [
     "DEBEZIUM",
     "EXPECTED_STATE",
     "NUMERIC",
+    "SAMPLE_VERSION",
     "SCHEMA",
     "TABLES",
     "TIMESTAMPTZ",

@@ -1,6 +1,7 @@
 """The driver: one workload through each format's writer into its sink, then the manifest.
 
-``manifest.json`` (at ``out``): ``{"seed", "transactions", "sources": {source_id: {...}}}`` where
+``manifest.json`` (at ``out``): ``{"seed", "transactions", "version", "sources": {source_id: {...}}}``
+(``version``: ``SAMPLE_VERSION``, what the writers wrote) where
 each source has ``format``, ``path``, ``files`` (names in order), ``lines`` (all lines written),
 ``changes_written`` (change lines, duplicates included), ``distinct_positions`` (changes once each),
 ``duplicate_change_lines``, ``control_lines`` (wal2json ``B``/``C``), ``malformed_lines`` and
@@ -26,6 +27,10 @@ from testkit.sample.model import Transaction
 from testkit.sample.sink import Sink
 from testkit.sample.wal2json import WAL2JSON, Wal2JsonFormat
 from testkit.sample.workload import Workload
+
+# What the writers write, as a number a landing zone's manifest records: 2 since the Debezium lines
+# carry their Connect schemas (a sample of version 1 gets no Debezium mirrors).
+SAMPLE_VERSION = 2
 
 EXPECTED_STATE = "_expected.json"
 MALFORMED_AT = (0.35, 0.65)  # where in the run, as fractions, each source gets malformed lines
@@ -67,7 +72,7 @@ def generate(
         if progress and n and n % 100_000 == 0:
             rate = n / (time.monotonic() - started)
             print(f"  {n:,} / {transactions:,} transactions ({rate:,.0f}/s)", file=sys.stderr, flush=True)
-    manifest: dict = {"seed": seed, "transactions": transactions, "sources": {}}
+    manifest: dict = {"seed": seed, "transactions": transactions, "version": SAMPLE_VERSION, "sources": {}}
     for source in sources:
         if source.format == WAL2JSON:
             source.expected_state = workload.model.expected_state()
