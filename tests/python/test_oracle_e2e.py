@@ -71,7 +71,7 @@ MIRROR_TYPES = {
 # The sources whose tables get typed mirrors: a mirror per table is a dbt step per table (about 2 s
 # each in the suite, 7 tables a source), so four wal2json seeds (one with a copied file, the one with a
 # late file) and the two Debezium renderings; every table of the workload is among them.
-# WAL_LAKE_ORACLE_MIRRORS=all mirrors every source (docs/testing.md: about 4 minutes more).
+# WAL_LAKE_ORACLE_MIRRORS=all mirrors every source (docs/testing.md: about 2.5 minutes more).
 MIRRORED = tuple(f"soak_{seed}.soak_{seed}" for seed in (1, 3, 14, 20)) + (  # wal2json_source(seed)
     f"debezium_keyed.soak_{DEBEZIUM_KEYED_SEED}",
     f"debezium_bare.soak_{DEBEZIUM_BARE_SEED}",
