@@ -2,7 +2,8 @@
     How Debezium encodes the values of a column of Kafka Connect type `source_type` (a type text as
     column_registry records it), for mirror_value to decode: a dict with `encoding` and, for an
     array, `item` (its items' type text) or, for a Decimal, `scale`. None for a type that is not a
-    Connect type (wal2json's Postgres types: values as Postgres writes them). Encodings:
+    Connect type (wal2json's Postgres types: values as Postgres writes them). Encodings (of the
+    named types from connect_types):
     - epoch_days (Date), epoch_millis / epoch_micros / epoch_nanos (Timestamp, MicroTimestamp,
       NanoTimestamp), time_millis / time_micros / time_nanos (Time, MicroTime, NanoTime): a number;
     - base64 (bytes, Bits): the JSON converter's base64 text;
@@ -20,25 +21,10 @@
     {%- set connect = modules.re.sub(' [(].*[)]$', '', text) -%}
     {%- set array = modules.re.match('^array<(.*)>$', connect) -%}
     {%- set decimal = modules.re.match('^org[.]apache[.]kafka[.]connect[.]data[.]decimal[(][0-9]*,([0-9]+)[)]$', connect) -%}
-    {%- set numbers = {
-        'io.debezium.time.date': 'epoch_days',
-        'org.apache.kafka.connect.data.date': 'epoch_days',
-        'io.debezium.time.timestamp': 'epoch_millis',
-        'org.apache.kafka.connect.data.timestamp': 'epoch_millis',
-        'io.debezium.time.microtimestamp': 'epoch_micros',
-        'io.debezium.time.nanotimestamp': 'epoch_nanos',
-        'io.debezium.time.time': 'time_millis',
-        'org.apache.kafka.connect.data.time': 'time_millis',
-        'io.debezium.time.microtime': 'time_micros',
-        'io.debezium.time.nanotime': 'time_nanos',
-        'bytes': 'base64',
-        'io.debezium.data.bits': 'base64',
-        'io.debezium.data.variablescaledecimal': 'variable_decimal',
-    } -%}
     {%- if array -%}
         {{ return({'encoding': 'json_array', 'item': array.group(1)}) }}
     {%- elif decimal -%}
         {{ return({'encoding': 'decimal', 'scale': decimal.group(1) | int}) }}
     {%- endif -%}
-    {{ return({'encoding': numbers.get(connect, 'text')}) }}
+    {{ return({'encoding': connect_types().get(connect, {}).get('encoding', 'text')}) }}
 {%- endmacro %}

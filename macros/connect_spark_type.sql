@@ -1,6 +1,7 @@
 {#-
     The Spark type a Kafka Connect type (as the Debezium ingestion records it:
-    `debezium_envelope.connect_type`) maps to, as SQL over the lowercased type text `text`:
+    `debezium_envelope.connect_type`) maps to, as SQL over the lowercased type text `text`, the
+    named types from connect_types:
     - int16, int32, int64 -> smallint, int, bigint; float32, float64 -> float, double; boolean;
     - org.apache.kafka.connect.data.Decimal(p,s) (decimal.handling.mode=precise) -> decimal(p,s) up
       to precision 38, else string; a string whose propagated Postgres type is NUMERIC(p,s)
@@ -20,20 +21,9 @@
     {%- set element = "regexp_replace(" ~ connect ~ ", '^array<(.*)>$', '$1')" -%}
     {%- set scalar -%}
         case
-            when {{ element }} = 'int16' then 'smallint'
-            when {{ element }} = 'int32' then 'int'
-            when {{ element }} = 'int64' then 'bigint'
-            when {{ element }} = 'float32' then 'float'
-            when {{ element }} = 'float64' then 'double'
-            when {{ element }} = 'boolean' then 'boolean'
-            when {{ element }} in ('bytes', 'io.debezium.data.bits') then 'binary'
-            when {{ element }} in ('io.debezium.time.date', 'org.apache.kafka.connect.data.date') then 'date'
-            when {{ element }} in (
-                'io.debezium.time.timestamp', 'io.debezium.time.microtimestamp',
-                'io.debezium.time.nanotimestamp', 'org.apache.kafka.connect.data.timestamp'
-            ) then 'timestamp_ntz'
-            when {{ element }} = 'io.debezium.time.zonedtimestamp' then 'timestamp'
-            when {{ element }} = 'io.debezium.data.json' then 'variant'
+            {%- for name, known in connect_types().items() if known.spark_type != 'string' %}
+            when {{ element }} = '{{ name }}' then '{{ known.spark_type }}'
+            {%- endfor %}
             when {{ element }} rlike '^org[.]apache[.]kafka[.]connect[.]data[.]decimal[(][0-9]+,[0-9]+[)]$'
                 then {{ decimal_spark_type(element) }}
             when {{ element }} = 'string' and {{ propagated }} rlike '^(numeric|decimal)[(][0-9]+,[0-9]+[)]$'
