@@ -8,9 +8,8 @@ the Postgres type it was read as, with a numeric's precision and scale).
 
 from __future__ import annotations
 
-import re
+from testkit.oracle import base_type
 
-_TYPMOD = re.compile(r"\([^)]*\)")
 SOURCE_TYPE = "__debezium.source.column.type"
 SOURCE_LENGTH = "__debezium.source.column.length"
 SOURCE_SCALE = "__debezium.source.column.scale"
@@ -34,7 +33,7 @@ CONNECT_TYPES = {
 
 def connect_field(name: str, pg_type: str, optional: bool = True) -> dict:
     """A column's field in a row's Connect schema; its precision and scale propagated for a numeric."""
-    kind = " ".join(_TYPMOD.sub("", pg_type).split())
+    kind = base_type(pg_type)
     if kind not in CONNECT_TYPES:
         raise ValueError(f"no Debezium rendering for the Postgres type {pg_type!r} (column {name})")
     connect, semantic, source_type = CONNECT_TYPES[kind]
