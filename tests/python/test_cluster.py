@@ -74,6 +74,10 @@ def client(landing: Path) -> dict:
             "types": sorted({n.node.resource_type for n in nodes}),
             "count": len(nodes),
             "failed": [n.node.unique_id for n in nodes if str(n.status) not in ("success", "pass")],
+            # What dbt said of each node that errored or failed (a skipped node says nothing).
+            "errors": {
+                n.node.unique_id: str(n.message)[:1500] for n in nodes if str(n.status) in ("error", "fail")
+            },
             # A model's SQL reads its own table only on its incremental path.
             "reads_itself": sorted(
                 n.node.name
@@ -104,8 +108,10 @@ def cluster_env(state: Path) -> tuple[dict[str, str], dict[str, int]]:
     )
     # Every JVM of the test (daemons, launchers, drivers, the executors the worker forks) lives for
     # minutes on small data, on a 2-core box: the optimizing JIT and parallel GC threads would spend
-    # CPU the queries need, for code that runs only a few times.
-    tuned = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+    # CPU the queries need, for code that runs only a few times. Stopping at C1 also shrinks the JIT's
+    # code cache to 48 MB by default, which a whole build's generated code fills in the Thrift Server
+    # ("Out of space in CodeCache for adapters" then fails a query): give it the usual 240 MB back.
+    tuned = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -XX:ReservedCodeCacheSize=240m"
     env["JAVA_TOOL_OPTIONS"] = f"{os.environ.get('JAVA_TOOL_OPTIONS', '')} {tuned}".strip()
     return env, ports
 
@@ -150,6 +156,8 @@ def test_ingestion_and_dbt_build_on_the_cluster_give_the_expected_state(tmp_path
         subprocess.run(["bash", str(CLUSTER_SH), "stop"], cwd=PROJECT_DIR, env=env, timeout=120, check=False)
 
     steps = report["steps"]
+    errors = {name: step["errors"] for name, step in steps.items() if step["errors"]}
+    assert not errors, (errors, out[-4000:])
     assert list(steps) == [name for name, _ in DBT_STEPS], (report, out[-4000:])
     for name, step in steps.items():
         assert step["success"] and not step["failed"] and not step["exception"], (name, step, out[-4000:])
