@@ -103,9 +103,11 @@ CORRUPT = "_corrupt_record"
 # Spark's JSON reader turns a JSON float into a double before it becomes text (10.50 -> "10.5").
 # Quoting every non-integer number that is the value of a key keeps its exact text (integers keep
 # theirs anyway, and the envelope's integer fields must stay numbers). The look-behind skips an
-# escaped quote, i.e. text inside a JSON string; the look-ahead keeps an invalid number invalid.
+# escaped quote, i.e. text inside a JSON string; the look-ahead keeps an invalid number invalid. The
+# pattern starts with the quote (the look-behind comes after it): a position without one fails at
+# once, where a look-behind first is evaluated at every position of the line.
 _FLOAT_VALUE = (
-    r'(?<!\\)("\s*:\s*)'
+    r'"(?<!\\")(\s*:\s*)'
     r"(-?(?:0|[1-9][0-9]*)(?:\.[0-9]+(?:[eE][+-]?[0-9]+)?|[eE][+-]?[0-9]+))"
     r"(?=\s*[,}\]])"
 )
@@ -262,7 +264,7 @@ def key_text(key_columns: Column, row: Column, fallback: Column) -> Column:
 
 def _read(lines: DataFrame, registry: DataFrame | None) -> DataFrame:
     """Lines with the wrapper ``w``, the envelope ``e``, the Kafka key and the registry's ``declared_key``."""
-    quoted = F.regexp_replace(F.col("line"), F.lit(_FLOAT_VALUE), F.lit('$1"$2"'))
+    quoted = F.regexp_replace(F.col("line"), F.lit(_FLOAT_VALUE), F.lit('"$1"$2"'))
     w = F.col("w")
     keyed = (
         w["op"].isNull()

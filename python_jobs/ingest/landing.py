@@ -137,52 +137,72 @@ def _readable(paths: list[str]) -> list[str]:
     return ["".join("\\" + c if c in _GLOB_CHARS else c for c in path) for path in paths]
 
 
-def _read_file_path() -> Column:
-    """The file a row was read from, named as ``list_files`` names it.
+def _landing_path(url: Column) -> Column:
+    """The file a row was read from (its ``_metadata.file_path``), named as ``list_files`` names it.
 
     Spark gives the file's URL (``land%20ing/50%25/a%23b``) where Hadoop's listing gives the path as
     it is (``land ing/50%/a#b``). ``url_decode`` is form decoding, which reads ``+`` as a space: a
     ``+`` in a URL is a literal ``+``, so it is escaped first."""
-    return F.url_decode(F.replace(F.col("_metadata.file_path"), F.lit("+"), F.lit("%2B")))
+    return F.url_decode(F.replace(url, F.lit("+"), F.lit("%2B")))
+
+
+def _block_starts(spark: SparkSession, blocks: DataFrame) -> DataFrame:
+    """Per block of a file as Spark split it (its URL, its byte offset, the id of its first line): the
+    number of that first line in its file, from the line counts of the file's blocks before it.
+
+    One row per block comes to the driver (a handful per file); the blocks' lines are numbered where
+    they are read, without a window over them."""
+    counted = blocks.groupBy("_url", "_block").agg(
+        F.min("_id").alias("_first_id"), F.count(F.lit(1)).alias("_lines")
+    )
+    starts, next_line = [], {}
+    for row in sorted(counted.collect(), key=lambda r: (r["_url"], r["_block"])):
+        first = next_line.get(row["_url"], 1)
+        starts.append((row["_url"], row["_block"], row["_first_id"], first))
+        next_line[row["_url"]] = first + row["_lines"]
+    return spark.createDataFrame(starts, "_url string, _block bigint, _first_id bigint, _first_line bigint")
 
 
 def read_lines(spark: SparkSession, plan: DataFrame, paths: list[str]) -> DataFrame:
     """The planned files as numbered lines: (source_id, landing_file, file_no, landing_line, line,
     source_format).
 
-    ``plan`` has (landing_file, file_no, source_id, source_format, from_line); a file is read whole (so a
-    file must fit in one task's memory, and below 2 GB) and only lines from ``from_line`` on are kept.
-    A trailing newline does not make an extra empty line; ``\\r\\n`` endings lose their ``\\r``.
+    ``plan`` has (landing_file, file_no, source_id, source_format, from_line); only lines from
+    ``from_line`` on are kept. Lines end at ``\n`` alone (a trailing one does not make an extra empty
+    line) and ``\r\n`` endings lose their ``\r``.
+
+    Spark's line reader splits a large file in blocks read by several tasks (a gzip file is one
+    block). Within a task, ``monotonically_increasing_id`` numbers the lines of a block in order and
+    without gaps, so a line's number is its block's first line number (``_block_starts``, one small
+    aggregate) plus its distance from the block's first id. The ids are the same in every action
+    over these lines: they depend only on how the files are split, which their sizes fix.
     """
-    # One trailing newline ends the last line rather than starting an empty one. The plan is joined
-    # to the files (a row per file) before they are split, and the array is split once per file: an
-    # expression over it beside posexplode would be evaluated once per line.
-    value = F.col("value")
-    text = F.when(value.endswith("\n"), F.expr("substring(value, 1, length(value) - 1)")).otherwise(value)
-    files = (
-        spark.read.text(_readable(paths), wholetext=True)
-        .where(F.length("value") > 0)
-        .select(_read_file_path().alias("landing_file"), text.alias("value"))
-        .join(F.broadcast(plan), on="landing_file", how="inner")
-    )
-    return (
-        files.select(
-            "source_id",
-            "landing_file",
-            "file_no",
-            "source_format",
-            "from_line",
-            F.posexplode(F.split("value", "\n")),
+    read = (
+        spark.read.option("lineSep", "\n")
+        .text(_readable(paths))
+        .select(
+            F.col("_metadata.file_path").alias("_url"),
+            F.col("_metadata.file_block_start").alias("_block"),
+            F.monotonically_increasing_id().alias("_id"),
+            "value",
         )
-        .where(F.col("pos") + 1 >= F.col("from_line"))
+    )
+    starts = _block_starts(spark, read.drop("value"))
+    landing_line = (F.col("_first_line") + F.col("_id") - F.col("_first_id")).cast("bigint")
+    value = F.col("value")
+    return (
+        read.join(F.broadcast(starts), on=["_url", "_block"], how="inner")
+        .select(_landing_path(F.col("_url")).alias("landing_file"), landing_line.alias("landing_line"), value)
+        .join(F.broadcast(plan), on="landing_file", how="inner")
+        .where(F.col("landing_line") >= F.col("from_line"))
         .select(
             "source_id",
             "landing_file",
             "file_no",
-            (F.col("pos") + 1).cast("bigint").alias("landing_line"),
+            "landing_line",
             # A test, not a regex: a regex is tried at every position of the line.
-            F.when(F.col("col").endswith("\r"), F.expr("substring(col, 1, length(col) - 1)"))
-            .otherwise(F.col("col"))
+            F.when(value.endswith("\r"), F.expr("substring(value, 1, length(value) - 1)"))
+            .otherwise(value)
             .alias("line"),
             "source_format",
         )

@@ -356,6 +356,37 @@ def test_any_legal_path_lands(spark, tmp_path, schema):
     assert {e["source_id"] for e in events} == set(sources)
 
 
+def test_a_file_read_in_blocks_keeps_every_line_once_with_its_number(spark, tmp_path):
+    """Spark reads a large file in blocks, one task each: every line is read once (none lost or doubled
+    at a block's edge) and keeps its 1-based number in its file; ``\\r\\n`` loses its ``\\r``, an empty
+    line keeps its place, a trailing newline adds no line; a gzip file (one block) from its from_line."""
+    from python_jobs.ingest.landing import read_lines
+
+    texts = [f'{{"n": {i}, "pad": "{"x" * (i * 37 % 300)}"}}' for i in range(1, 400)]
+    texts[10] = ""
+    big = tmp_path / "big.jsonl"
+    big.write_bytes(("\n".join(texts[:200]) + "\r\n" + "\n".join(texts[200:]) + "\n").encode())
+    small = tmp_path / "small.jsonl.gz"
+    small.write_bytes(gzip.compress("\n".join(texts[:50]).encode()))
+    paths = [f"file:{big}", f"file:{small}"]
+    plan_df = spark.createDataFrame(
+        [(paths[0], 0, "a", "wal2json", 1), (paths[1], 1, "b", "wal2json", 7)],
+        "landing_file string, file_no int, source_id string, source_format string, from_line bigint",
+    )
+    previous = spark.conf.get("spark.sql.files.maxPartitionBytes")
+    spark.conf.set("spark.sql.files.maxPartitionBytes", "4096")
+    try:
+        blocks = spark.read.text(paths).select("_metadata.file_block_start").distinct().count()
+        read = read_lines(spark, plan_df, paths).select("landing_file", "landing_line", "line")
+        got = sorted((r.landing_file, r.landing_line, r.line) for r in read.collect())
+    finally:
+        spark.conf.set("spark.sql.files.maxPartitionBytes", previous)
+    assert blocks > 10  # the big file was really split
+    expected = [(paths[0], n, text) for n, text in enumerate(texts, start=1)]
+    expected += [(paths[1], n, text) for n, text in enumerate(texts[:50], start=1) if n >= 7]
+    assert got == sorted(expected)
+
+
 def test_a_file_with_bytes_but_no_line_read_is_not_marked_done(spark, tmp_path, schema, monkeypatch):
     from python_jobs.ingest import landing as landing_module
 
@@ -363,7 +394,7 @@ def test_a_file_with_bytes_but_no_line_read_is_not_marked_done(spark, tmp_path, 
     (root / "src").mkdir(parents=True)
     write(root / "src" / "0001.jsonl", FIXTURE_LINES[:4])
     # Lines that never meet their planned file (as Spark's URL-encoded names once did).
-    monkeypatch.setattr(landing_module, "_read_file_path", lambda: landing_module.F.lit("elsewhere"))
+    monkeypatch.setattr(landing_module, "_landing_path", lambda url: landing_module.F.lit("elsewhere"))
     with pytest.raises(job.IngestError, match=r"0001.jsonl has \d+ bytes but no line of it was read"):
         ingest(spark, root, schema)
     assert rows(spark, schema, FILES) == [] and rows(spark, schema, EVENTS) == []
