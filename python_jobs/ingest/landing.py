@@ -146,21 +146,27 @@ def _landing_path(url: Column) -> Column:
     return F.url_decode(F.replace(url, F.lit("+"), F.lit("%2B")))
 
 
-def _block_starts(spark: SparkSession, blocks: DataFrame) -> DataFrame:
+def _blocks(spark: SparkSession, read: DataFrame, plan: DataFrame) -> DataFrame:
     """Per block of a file as Spark split it (its URL, its byte offset, the id of its first line): the
-    number of that first line in its file, from the line counts of the file's blocks before it.
+    number of that first line in its file, from the line counts of the file's blocks before it, and
+    the file's row of ``plan``.
 
-    One row per block comes to the driver (a handful per file); the blocks' lines are numbered where
-    they are read, without a window over them."""
-    counted = blocks.groupBy("_url", "_block").agg(
-        F.min("_id").alias("_first_id"), F.count(F.lit(1)).alias("_lines")
+    One row per block comes to the driver (a handful per file); the lines are numbered where they are
+    read, without a window over them, and matched to their planned file by one broadcast join."""
+    counted = (
+        read.groupBy("_url", "_block")
+        .agg(F.min("_id").alias("_first_id"), F.count(F.lit(1)).alias("_lines"))
+        .withColumn("landing_file", _landing_path(F.col("_url")))
     )
     starts, next_line = [], {}
     for row in sorted(counted.collect(), key=lambda r: (r["_url"], r["_block"])):
         first = next_line.get(row["_url"], 1)
-        starts.append((row["_url"], row["_block"], row["_first_id"], first))
+        starts.append((row["_url"], row["_block"], row["_first_id"], first, row["landing_file"]))
         next_line[row["_url"]] = first + row["_lines"]
-    return spark.createDataFrame(starts, "_url string, _block bigint, _first_id bigint, _first_line bigint")
+    blocks = spark.createDataFrame(
+        starts, "_url string, _block bigint, _first_id bigint, _first_line bigint, landing_file string"
+    )
+    return blocks.join(plan, on="landing_file", how="inner")
 
 
 def read_lines(spark: SparkSession, plan: DataFrame, paths: list[str]) -> DataFrame:
@@ -168,12 +174,12 @@ def read_lines(spark: SparkSession, plan: DataFrame, paths: list[str]) -> DataFr
     source_format).
 
     ``plan`` has (landing_file, file_no, source_id, source_format, from_line); only lines from
-    ``from_line`` on are kept. Lines end at ``\n`` alone (a trailing one does not make an extra empty
-    line) and ``\r\n`` endings lose their ``\r``.
+    ``from_line`` on are kept. Lines end at ``\\n`` alone (a trailing one does not make an extra empty
+    line) and ``\\r\\n`` endings lose their ``\\r``.
 
     Spark's line reader splits a large file in blocks read by several tasks (a gzip file is one
     block). Within a task, ``monotonically_increasing_id`` numbers the lines of a block in order and
-    without gaps, so a line's number is its block's first line number (``_block_starts``, one small
+    without gaps, so a line's number is its block's first line number (``_blocks``, one small
     aggregate) plus its distance from the block's first id. The ids are the same in every action
     over these lines: they depend only on how the files are split, which their sizes fix.
     """
@@ -187,13 +193,12 @@ def read_lines(spark: SparkSession, plan: DataFrame, paths: list[str]) -> DataFr
             "value",
         )
     )
-    starts = _block_starts(spark, read.drop("value"))
+    blocks = _blocks(spark, read.drop("value"), plan)
     landing_line = (F.col("_first_line") + F.col("_id") - F.col("_first_id")).cast("bigint")
     value = F.col("value")
     return (
-        read.join(F.broadcast(starts), on=["_url", "_block"], how="inner")
-        .select(_landing_path(F.col("_url")).alias("landing_file"), landing_line.alias("landing_line"), value)
-        .join(F.broadcast(plan), on="landing_file", how="inner")
+        read.join(F.broadcast(blocks), on=["_url", "_block"], how="inner")
+        .withColumn("landing_line", landing_line)
         .where(F.col("landing_line") >= F.col("from_line"))
         .select(
             "source_id",
