@@ -108,10 +108,12 @@ def cluster_env(state: Path) -> tuple[dict[str, str], dict[str, int]]:
     )
     # Every JVM of the test (daemons, launchers, drivers, the executors the worker forks) lives for
     # minutes on small data, on a 2-core box: the optimizing JIT and parallel GC threads would spend
-    # CPU the queries need, for code that runs only a few times. Stopping at C1 also shrinks the JIT's
-    # code cache to 48 MB by default, which a whole build's generated code fills in the Thrift Server
-    # ("Out of space in CodeCache for adapters" then fails a query): give it the usual 240 MB back.
-    tuned = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -XX:ReservedCodeCacheSize=240m"
+    # CPU the queries need, for code that runs only a few times. The fault test's short-lived JVMs
+    # take the same JIT options: C1 only, with the usual 240 MB code cache (C1 alone gets 48 MB, which
+    # a whole build's generated code fills in the Thrift Server: "Out of space in CodeCache").
+    from testkit.faults import STEP_JVM_OPTIONS
+
+    tuned = f"{STEP_JVM_OPTIONS} -XX:+UseSerialGC"
     env["JAVA_TOOL_OPTIONS"] = f"{os.environ.get('JAVA_TOOL_OPTIONS', '')} {tuned}".strip()
     return env, ports
 
