@@ -128,7 +128,9 @@ class Ledger:
     def name(self, table: str) -> str:
         return f"{self.schema}.{table}"
 
-    def ensure_tables(self) -> None:
+    def ensure_tables(self) -> bool:
+        """Create the tables that are missing, add new columns to the others; True when this call
+        created every table, so the ledger is known to be empty without reading it."""
         from delta.tables import DeltaTable
 
         catalog = self.spark.catalog
@@ -142,6 +144,7 @@ class Ledger:
                 ).execute()
             else:
                 self._add_new_columns(table, schema)
+        return not existing & SCHEMAS.keys()
 
     def _add_new_columns(self, table: str, schema: StructType) -> None:
         """Give a table landed by an earlier version the nullable columns added since (appends match

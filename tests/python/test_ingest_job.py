@@ -459,3 +459,18 @@ def test_a_landed_table_of_an_earlier_version_gains_the_columns_added_since(spar
     assert summary.landed == 15
     events = rows(spark, schema, EVENTS)
     assert len(events) == 15 and all(e["old_identity"] is None and e["xid"] for e in events)
+
+
+def test_a_ledger_dropped_beside_kept_events_numbers_its_batches_above_theirs(spark, landing, schema):
+    # Only a ledger this run created from nothing is taken as empty without being read: with
+    # wal_events kept, the next batch id must still come from the batches it holds, or Delta would
+    # skip the new batch's events write as one it has already committed.
+    shutil.copy(FIXTURE, landing / "src" / "0001.jsonl")
+    ingest(spark, landing, schema)
+    for table in (REJECTS, FRONTIER, FILES, BATCHES):
+        spark.sql(f"drop table {schema}.{table}")
+    summary, out = ingest(spark, landing, schema)
+    assert "batch 2: 1 files, 29 lines" in out
+    assert summary.landed == 15 and summary.balanced
+    events = rows(spark, schema, EVENTS)
+    assert sorted(e["batch_id"] for e in events) == [1] * 15 + [2] * 15
