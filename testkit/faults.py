@@ -5,7 +5,9 @@ on the same Spark session (``step``). ``inject`` builds a seeded sample landing 
 two rounds, and runs the pipeline twice over it in separate warehouses:
 
 - the reference: each round once, undisturbed (and checked against the sample's expected state),
-  in one step process that nothing kills, kept between the two rounds (``step`` with ``serve``);
+  on the injector's own Spark session (``Reference``: the test session's under pytest), since
+  nothing kills it; the faulted steps then also run on other JIT and code-generation settings than
+  the run they must equal (``STEP_JVM_OPTIONS``);
 - the faulted run: each round's pipeline is killed with SIGKILL (the whole process group: Python
   and its Spark JVM, as when a machine dies) at random points, then rerun until it completes. Kill
   points are counted in files written under the warehouse since the run started (Delta data
@@ -19,9 +21,9 @@ two rounds, and runs the pipeline twice over it in separate warehouses:
 After every round the faulted warehouse must equal the reference, table by table and row for row
 (timestamps of the run itself left out); after the replay, the raw tables' rows of the reference's
 batches must equal the reference's and the replay's batches hold only copies. The figures (kills,
-rows lost, rows duplicated) end in one summary line. Each step's log (run_<n>.log) says how long
-its parts took (``step:`` lines). ``scripts/faults.sh`` runs many kills; the test suite runs a few
-(tests/python/test_faults.py).
+rows lost, rows duplicated) end in one summary line. Each step's log (run_<n>.log, the reference's
+run_round<n>.log) says how long its parts took (``step:`` lines). ``scripts/faults.sh`` runs many
+kills; the test suite runs a few (tests/python/test_faults.py).
 """
 
 from __future__ import annotations
@@ -387,6 +389,61 @@ class Warehouse:
         # A killed JVM can leave the Derby metastore's lock files; Derby reclaims them on the next boot.
 
 
+class Reference:
+    """The undisturbed reference: the same pipeline and dump as a step's, run on a Spark session of
+    this process (the test session's, warm already), with a landing zone of its own. Nothing kills
+    it, so it needs no process of its own: no JVM to start, no cold first run. Its tables are the
+    steps' schemas in that session's warehouse, dropped first and at the end."""
+
+    SCHEMAS = (RAW_SCHEMA, SCHEMA, f"{SCHEMA}_audit")
+
+    def __init__(self, spark, root: Path, max_files_per_batch: int, parse_state: Path | None = None):
+        self.spark = spark
+        self.root = root
+        self.landing = root / "landing"
+        self.landing.mkdir(parents=True, exist_ok=True)
+        self.max_files_per_batch = max_files_per_batch
+        self.target = root / "target"
+        self.target.mkdir(exist_ok=True)
+        if parse_state is not None:
+            shutil.copyfile(parse_state, self.target / PARSE_STATE)
+        warehouse = Path(spark.conf.get("spark.sql.warehouse.dir").removeprefix("file:")).resolve()
+        self.dirs = [warehouse / f"{schema}.db" for schema in self.SCHEMAS]
+        self.drop()
+
+    def drop(self) -> None:
+        for schema in self.SCHEMAS:
+            self.spark.sql(f"drop schema if exists {schema} cascade")
+
+    def written(self) -> set[str]:
+        """Every file under the reference's schemas (what a step's whole warehouse holds)."""
+        return {os.path.join(d, name) for top in self.dirs for d, _, names in os.walk(top) for name in names}
+
+    def run(self, tag: str, verify: bool = False) -> dict[str, list[str]]:
+        """One pipeline run over what has been delivered, then the dump; fail with the log's tail."""
+        env = dict(
+            WAL_LAKE_TARGET="local",
+            WAL_LAKE_SCHEMA=SCHEMA,
+            WAL_LAKE_RAW_SCHEMA=RAW_SCHEMA,
+            DBT_TARGET_PATH=str(self.target),
+            DBT_LOG_PATH=str(self.root / "logs"),
+        )
+        log_path = self.root / f"run_{tag}.log"
+        with mock.patch.dict(os.environ, env), log_path.open("w") as log:
+            ok = pipeline(self.spark, self.landing, self.max_files_per_batch, dbt_args=("--quiet",), out=log)
+        if not ok:
+            tail = "\n".join(log_path.read_text().splitlines()[-25:])
+            logs = self.root / "logs"
+            raise RuntimeError(f"the reference's run '{tag}' failed (dbt's log in {logs}):\n{tail}")
+        if verify:
+            from python_jobs.demo import spark_query
+            from python_jobs.demo import verify as verify_state
+
+            if verify_state(spark_query(self.spark), self.landing, SCHEMA):
+                raise RuntimeError("the reference's consumer_records differ from the sample's expected state")
+        return dump_tables(self.spark, self.landing)
+
+
 def _mtime(path: str) -> float:
     try:
         return os.stat(path).st_mtime
@@ -475,6 +532,7 @@ def parse_project(target: Path) -> Path:
 
 
 def inject(
+    spark,
     workdir: Path,
     kills: int,
     seed: int,
@@ -482,7 +540,8 @@ def inject(
     max_files_per_batch: int = 3,
     out=sys.stdout,
 ) -> Report:
-    """The reference and the faulted runs, in step processes of their own under ``workdir``."""
+    """The reference on ``spark`` (``Reference``), the faulted runs in step processes of their own,
+    all under ``workdir``."""
     from testkit.sample import generate
 
     def say(text: str) -> None:
@@ -506,8 +565,7 @@ def inject(
     say(f"faults: seed {seed}, {transactions} transactions, {len(files)} files in 2 rounds; {kills} kills")
 
     parse_state = parse_project(workdir / "parsed")
-    # The undisturbed run: one process that nothing kills, kept between the rounds.
-    ref = Warehouse(workdir / "reference", max_files_per_batch, parse_state)
+    ref = Reference(spark, workdir / "reference", max_files_per_batch, parse_state)
     faulted = Warehouse(workdir / "faulted", max_files_per_batch, parse_state)
     expected: list[dict[str, list[str]]] = []
     files_per_round = []
@@ -519,19 +577,13 @@ def inject(
                 shutil.copyfile(sample / source["expected_state"], ref.landing / source["expected_state"])
         before = ref.written()
         t0 = time.monotonic()
-        try:
-            if rnd == 1:
-                expected.append(ref.complete("round1", serve=True))
-            else:
-                expected.append(ref.finish_served("round2", verify=True))
-        except RuntimeError as exc:
-            ref.stop_server(kill=True)
-            raise RuntimeError(f"the undisturbed run failed: {exc}") from exc
+        expected.append(ref.run(f"round{rnd}", verify=rnd == 2))
         files_per_round.append(len(ref.written() - before))
         say(
             f"  reference round {rnd}: {files_per_round[-1]} files written in the warehouse, "
             f"{time.monotonic() - t0:.0f}s"
         )
+    ref.drop()
     if not expected[-1][f"{SCHEMA}.consumer_records"]:
         raise RuntimeError("the reference run built no consumer_records")
 
@@ -701,7 +753,18 @@ def main(argv: list[str] | None = None) -> int:
     if args.workdir.exists():
         shutil.rmtree(args.workdir)
     args.workdir.mkdir(parents=True)
-    report = inject(args.workdir, args.kills, args.seed, args.transactions, args.max_files_per_batch)
+    # The reference's session: its warehouse and metastore in the work directory, not the project's.
+    os.environ["WAL_LAKE_SPARK_DIR"] = str(args.workdir.resolve() / "reference" / "spark")
+    os.chdir(PROJECT_DIR)
+    from python_jobs.spark_session import get_spark
+
+    spark = get_spark("wal_lake_faults_reference")
+    try:
+        report = inject(
+            spark, args.workdir, args.kills, args.seed, args.transactions, args.max_files_per_batch
+        )
+    finally:
+        spark.stop()
     return 0 if report.ok else 1
 
 

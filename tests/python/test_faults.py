@@ -3,8 +3,9 @@ random points (one of them mid-merge of a model), then, after every file was del
 pipelines started at once; after each the warehouse equals an undisturbed run's, row for row
 (testkit/faults.py). A reduced number of kills runs here; ``scripts/faults.sh`` runs many more.
 
-The undisturbed reference and the faulted pipelines run in processes of their own, each with its own
-warehouse (the faulted process that completes round 1 runs on into round 2 and is killed there)."""
+The undisturbed reference runs on this test session's Spark, in schemas of its own that it drops
+afterwards; the faulted pipelines run in processes of their own, with their own warehouse (the
+faulted process that completes round 1 runs on into round 2 and is killed there)."""
 
 from __future__ import annotations
 
@@ -17,9 +18,11 @@ KILLS = int(os.environ.get("WAL_LAKE_FAULT_KILLS", "2"))
 SEED = int(os.environ.get("WAL_LAKE_FAULT_SEED", "11"))
 
 
-def test_killed_concurrent_and_replayed_runs_converge_to_the_undisturbed_result(tmp_path):
+def test_killed_concurrent_and_replayed_runs_converge_to_the_undisturbed_result(spark, tmp_path):
     out = io.StringIO()
-    report = faults.inject(tmp_path, kills=KILLS, seed=SEED, transactions=80, max_files_per_batch=0, out=out)
+    report = faults.inject(
+        spark, tmp_path, kills=KILLS, seed=SEED, transactions=80, max_files_per_batch=0, out=out
+    )
     log = out.getvalue()
     print(log)
 
