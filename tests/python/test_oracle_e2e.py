@@ -38,7 +38,6 @@ import psycopg
 import pytest
 
 from python_jobs import capture, mirrors
-from python_jobs.demo import consumer_state, spark_query
 from python_jobs.ingest import job as ingest
 from python_jobs.lsn import format_lsn, parse_lsn
 from testkit import connect_schema, debezium_rendering, oracle, soak, workload
@@ -202,12 +201,25 @@ def write_table_keys(path: Path) -> Path:
     return path
 
 
-def sequin_problems(spark, schema: str, source_id: str, t: dict) -> list[str]:
-    rows = spark.sql(
-        f"select commit_lsn, commit_idx, action, source_schema, source_table, record_pk,"
-        f" record['transactional'] as transactional from {schema}.sequin_events"
-        f" where source_id = '{source_id}' order by seq"
-    ).collect()
+def by_source(spark, sql: str) -> dict[str, list]:
+    """The rows of one query over every source (its first column the source_id), per source in the
+    query's order: one query for all sources instead of one per source."""
+    rows: dict[str, list] = {}
+    for row in spark.sql(sql).collect():
+        rows.setdefault(row.source_id, []).append(row)
+    return rows
+
+
+def sequin_rows(spark, schema: str) -> dict[str, list]:
+    return by_source(
+        spark,
+        f"select source_id, commit_lsn, commit_idx, action, source_schema, source_table, record_pk,"
+        f" record['transactional'] as transactional from {schema}.sequin_events order by seq",
+    )
+
+
+def sequin_problems(rows: list, t: dict) -> list[str]:
+    """A source's sequin_events (``rows``, in seq order) against the changes Postgres decoded."""
     actual = [
         (
             None if t["debezium"] or r.transactional == "false" else r.commit_lsn,
@@ -245,14 +257,18 @@ def reject_reasons(spark, schema: str) -> list[str]:
     return [f"{r.source_id}: {r.n} rejected: {r.reason}: {r.example[:300]}" for r in rows]
 
 
-def registry_problems(spark, schema: str, source_id: str, t: dict) -> list[str]:
-    """column_registry holds every column of every table the stream touched, with the type its capture
-    sends (Postgres' format_type from wal2json; the Connect type the Debezium rendering gives it) and
-    a Spark type."""
-    rows = spark.sql(
-        f"select source_schema, source_table, column_name, source_type, spark_type"
-        f" from {schema}.column_registry where source_id = '{source_id}'"
-    ).collect()
+def registry_rows(spark, schema: str) -> dict[str, list]:
+    return by_source(
+        spark,
+        f"select source_id, source_schema, source_table, column_name, source_type, spark_type"
+        f" from {schema}.column_registry",
+    )
+
+
+def registry_problems(rows: list, t: dict) -> list[str]:
+    """column_registry (a source's ``rows``) holds every column of every table the stream touched, with
+    the type its capture sends (Postgres' format_type from wal2json; the Connect type the Debezium
+    rendering gives it) and a Spark type."""
     sent = connect_schema.connect_type if t["debezium"] else str
     found: dict[str, dict[str, str]] = {}
     problems = [
@@ -305,9 +321,24 @@ def mirror_problems(spark, schema: str, source_id: str, t: dict) -> list[str]:
     return problems
 
 
-def consumer_problems(spark, schema: str, source_id: str, t: dict) -> list[str]:
+def consumer_states(spark, schema: str) -> dict[str, dict[str, list[dict]]]:
+    """consumer_records of the shipped consumer, per source as {"schema.table": [records]}, read as
+    python_jobs.demo reads them for one source (``consumer_records``), in one query for all."""
+    states: dict[str, dict[str, list[dict]]] = {}
+    for source_id, rows in by_source(
+        spark,
+        f"select source_id, source_schema, source_table, to_json(record) as record"
+        f" from {schema}.consumer_records where consumer_name = 'all_tables'",
+    ).items():
+        for r in rows:
+            table = f"{r.source_schema}.{r.source_table}"
+            states.setdefault(source_id, {}).setdefault(table, []).append(json.loads(r.record))
+    return states
+
+
+def consumer_problems(actual: dict[str, list[dict]], t: dict) -> list[str]:
+    """A source's consumer_records (``actual``, as ``consumer_states`` gives them) against Postgres'."""
     expected = {table: rows for table, rows in t["state"].items() if table not in KEYLESS}
-    actual = consumer_state(spark_query(spark), schema, source_id)
     problems = [f"{table}: {len(actual[table])} records, a keyless table" for table in KEYLESS & set(actual)]
     actual = {table: rows for table, rows in actual.items() if table not in KEYLESS}
     for table in expected:
@@ -353,10 +384,12 @@ def test_models_equal_postgres_after_live_capture(postgres, spark, dbt, schemas,
         failing = [r.node.name for r in (tested.result or []) if r.status in ("fail", "error")]
         problems.append(f"dbt test failed: {failing or tested.exception}")
 
+    consumers = consumer_states(spark, schemas.models)
+    sequins, registry = sequin_rows(spark, schemas.models), registry_rows(spark, schemas.models)
     for source_id, t in sorted(truth.items()):
-        found = consumer_problems(spark, schemas.models, source_id, t)
-        found += sequin_problems(spark, schemas.models, source_id, t)
-        found += registry_problems(spark, schemas.models, source_id, t)
+        found = consumer_problems(consumers.get(source_id, {}), t)
+        found += sequin_problems(sequins.get(source_id, []), t)
+        found += registry_problems(registry.get(source_id, []), t)
         if source_id in MIRRORED:
             found += mirror_problems(spark, schemas.models, source_id, t)
         problems += [f"{source_id}: {p}" for p in found[:PROBLEMS_PER_SOURCE]]
