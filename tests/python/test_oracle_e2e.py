@@ -210,16 +210,19 @@ def by_source(spark, sql: str) -> dict[str, list]:
     return rows
 
 
-def sequin_rows(spark, schema: str) -> dict[str, list]:
-    return by_source(
-        spark,
-        f"select source_id, commit_lsn, commit_idx, action, source_schema, source_table, record_pk,"
-        f" record['transactional'] as transactional from {schema}.sequin_events order by seq",
-    )
+SEQUIN_ROWS = (
+    "select source_id, commit_lsn, commit_idx, action, source_schema, source_table, record_pk,"
+    " record['transactional'] as transactional from {schema}.sequin_events order by seq"
+)
+REGISTRY_ROWS = (
+    "select source_id, source_schema, source_table, column_name, source_type, spark_type"
+    " from {schema}.column_registry"
+)
 
 
 def sequin_problems(rows: list, t: dict) -> list[str]:
-    """A source's sequin_events (``rows``, in seq order) against the changes Postgres decoded."""
+    """A source's sequin_events (``rows`` of SEQUIN_ROWS, in seq order) against the changes Postgres
+    decoded."""
     actual = [
         (
             None if t["debezium"] or r.transactional == "false" else r.commit_lsn,
@@ -257,18 +260,10 @@ def reject_reasons(spark, schema: str) -> list[str]:
     return [f"{r.source_id}: {r.n} rejected: {r.reason}: {r.example[:300]}" for r in rows]
 
 
-def registry_rows(spark, schema: str) -> dict[str, list]:
-    return by_source(
-        spark,
-        f"select source_id, source_schema, source_table, column_name, source_type, spark_type"
-        f" from {schema}.column_registry",
-    )
-
-
 def registry_problems(rows: list, t: dict) -> list[str]:
-    """column_registry (a source's ``rows``) holds every column of every table the stream touched, with
-    the type its capture sends (Postgres' format_type from wal2json; the Connect type the Debezium
-    rendering gives it) and a Spark type."""
+    """column_registry (a source's ``rows`` of REGISTRY_ROWS) holds every column of every table the
+    stream touched, with the type its capture sends (Postgres' format_type from wal2json; the Connect
+    type the Debezium rendering gives it) and a Spark type."""
     sent = connect_schema.connect_type if t["debezium"] else str
     found: dict[str, dict[str, str]] = {}
     problems = [
@@ -385,7 +380,8 @@ def test_models_equal_postgres_after_live_capture(postgres, spark, dbt, schemas,
         problems.append(f"dbt test failed: {failing or tested.exception}")
 
     consumers = consumer_states(spark, schemas.models)
-    sequins, registry = sequin_rows(spark, schemas.models), registry_rows(spark, schemas.models)
+    sequins = by_source(spark, SEQUIN_ROWS.format(schema=schemas.models))
+    registry = by_source(spark, REGISTRY_ROWS.format(schema=schemas.models))
     for source_id, t in sorted(truth.items()):
         found = consumer_problems(consumers.get(source_id, {}), t)
         found += sequin_problems(sequins.get(source_id, []), t)
