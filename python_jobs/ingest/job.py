@@ -30,7 +30,7 @@ from python_jobs.ingest.accounting import (
     landing_count,
     line_stats,
 )
-from python_jobs.ingest.changeset import FORMAT_DEBEZIUM, REJECTS_SCHEMA, ChangeSet, union_all
+from python_jobs.ingest.changeset import FORMAT_DEBEZIUM, ChangeSet, union_all
 from python_jobs.ingest.errors import IngestError
 from python_jobs.ingest.landing import LandingFile, list_files, read_lines
 from python_jobs.ingest.ledger import (
@@ -149,7 +149,7 @@ def load(
     written = ledger.batch_events(batch_id)
     # The early rejects' text is read again from the files: only when there are any.
     any_early = any(kind == KIND_REJECTED for _, kind in stats)
-    rejects = [cs.early_rejects for cs in sets] if any_early else [spark.createDataFrame([], REJECTS_SCHEMA)]
+    rejects = [cs.early_rejects for cs in sets] if any_early else []
     late: dict[str, int] = {}
     late_frame = None
     if any(written.get(path, (0, None))[0] != n for path, n in landing_count(stats).items()):
@@ -159,7 +159,9 @@ def load(
             late = {r.landing_file: r["count"] for r in late_frame.groupBy("landing_file").count().collect()}
             rejects.append(late_frame)
     try:
-        ledger.append(REJECTS, union_all(rejects).select("*", *stamp), batch_id)
+        # A batch that rejects nothing makes no commit there: run again, it rejects nothing again.
+        if rejects:
+            ledger.append(REJECTS, union_all(rejects).select("*", *stamp), batch_id)
         outcomes, landed_max = file_outcomes(plan, stats, written, late)
     finally:
         if late_frame is not None:

@@ -6,7 +6,7 @@ A batch is planned, executed, then marked done (docs/ingestion.md):
    from. From then on the batch's input is fixed.
 2. ``wal_events``, ``wal_rejects`` and ``wal_frontier`` are appended with Delta idempotent writes
    (``txnAppId`` per table, ``txnVersion`` = batch_id): re-executing a batch after a crash skips
-   every write that already committed.
+   every write that already committed. A batch without rejects writes nothing to ``wal_rejects``.
 3. ``wal_files`` gets the outcome of every planned file, in one commit: that commit is the batch's
    "done" mark. A planned batch without outcome rows is unfinished and is re-executed first.
 """

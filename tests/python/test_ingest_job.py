@@ -65,6 +65,10 @@ def test_fixture_lands_once_and_a_rerun_adds_nothing(spark, landing, schema):
     assert len(events) == 15 and {e["batch_id"] for e in events} == {1}
     assert all(e["landing_file"].endswith("/src/0001.jsonl") for e in events)
     assert frontier(spark, schema) == LAST_COMMIT
+    # Nothing rejected, nothing committed to wal_rejects: its history is its creation alone.
+    assert [r.operation for r in spark.sql(f"describe history {schema}.{REJECTS}").collect()] == [
+        "CREATE TABLE"
+    ]
 
     again, _ = ingest(spark, landing, schema)
     assert again.batches == 0
