@@ -245,6 +245,7 @@ class _Known:
     history: list[dict]  # every wal_files row, without done_at
     states: dict[str, FileState]  # per file, where it stands after its latest batch
     frontiers: dict[str, int | None]
+    created: bool = False  # this run created the ledger: no batch was planned or written before
 
     @classmethod
     def read(cls, ledger: Ledger) -> _Known:
@@ -254,7 +255,7 @@ class _Known:
     @classmethod
     def nothing(cls) -> _Known:
         """A ledger this run created: nothing read, nothing planned (its tables are not read back)."""
-        return cls([], {}, {})
+        return cls([], {}, {}, created=True)
 
     def record(self, batch_id: int, result: BatchResult) -> None:
         self.history.extend(o.row(batch_id) for o in result.files)
@@ -277,14 +278,12 @@ def _batches(
     max_files: int | None,
     max_bytes: int | None,
     out: TextIO,
-    created: bool = False,
 ) -> Iterator[tuple[int, datetime, list[PlannedFile]]]:
     """The batches to execute, in order: an unfinished one of an earlier run first, as it was planned;
     then new ones, each planned (and its plan written) only once the batch before it is recorded in
-    ``known``, since the files that batch left pending are part of the next plan. ``created``: this
-    run created the ledger, so no batch was planned or written before."""
+    ``known``, since the files that batch left pending are part of the next plan."""
     done = max((r["batch_id"] for r in known.history), default=0)
-    highest, planned = (0, 0) if created else ledger.last_batch_ids(done)
+    highest, planned = (0, 0) if known.created else ledger.last_batch_ids(done)
     if planned > done:
         planned_at, plan = ledger.plan_of(planned)
         check_unchanged(listed, {}, plan)
@@ -319,12 +318,9 @@ def run(
     started = time.monotonic()
     ledger = _open_ledger(spark, schema)
     listed = list_files(spark, landing, sources)
-    created = ledger.ensure_tables()
-    known = _Known.nothing() if created else _Known.read(ledger)
+    known = _Known.nothing() if ledger.ensure_tables() else _Known.read(ledger)
     summary = RunSummary()
-    batches = _batches(
-        ledger, listed, known, source_format, max_files_per_batch, max_bytes_per_batch, out, created
-    )
+    batches = _batches(ledger, listed, known, source_format, max_files_per_batch, max_bytes_per_batch, out)
     for batch_id, planned_at, plan in batches:
         result = run_batch(ledger, batch_id, planned_at, plan, known.frontiers, keys)
         known.record(batch_id, result)
