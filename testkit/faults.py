@@ -66,6 +66,23 @@ STEP_SPARK_CONF = {"spark.sql.codegen.wholeStage": "false"}
 # --- the pipeline step (the process that gets killed) ---------------------------------------------
 
 
+def pipeline_env(target: Path, logs: Path) -> dict[str, str]:
+    """The variables a pipeline run (or dbt's parse for one) sees: the local target, the steps'
+    schemas, dbt's target and log directories."""
+    return {
+        "WAL_LAKE_TARGET": "local",
+        "WAL_LAKE_SCHEMA": SCHEMA,
+        "WAL_LAKE_RAW_SCHEMA": RAW_SCHEMA,
+        "DBT_TARGET_PATH": str(target),
+        "DBT_LOG_PATH": str(logs),
+    }
+
+
+def files_under(*tops: Path) -> set[str]:
+    """Every file under the folders (looked at every 20 ms while a run may be killed: no stat)."""
+    return {os.path.join(d, name) for top in tops for d, _, names in os.walk(top) for name in names}
+
+
 def dump_tables(spark, landing: Path) -> dict[str, list[str]]:
     """Every raw and model table as sorted JSON rows, run timestamps left out and the landing root
     replaced by a mark (the reference and the faulted run land the same files from two folders)."""
@@ -136,13 +153,11 @@ def step(
     dump: Path | None,
     max_files_per_batch: int,
     serve: Path | None = None,
-    verify: bool = False,
 ) -> int:
     """The process that gets killed: the pipeline on a Spark session of its own, then the dump.
 
     ``serve``: after the dump, wait for a request (``serve/request.json``, as ``Warehouse.request``
-    writes it) to run once more in the same process, whose JVM is started and warm already.
-    ``verify``: check consumer_records against the sample's expected state (exit 3 if they differ)."""
+    writes it) to run once more in the same process, whose JVM is started and warm already."""
     from python_jobs.spark_session import SparkSetupError, get_spark
 
     started = time.monotonic()
@@ -155,13 +170,6 @@ def step(
     while True:
         if not pipeline(spark, landing, max_files_per_batch, dbt_args=("--quiet",), out=sys.stdout):
             return 1
-        if verify:
-            from python_jobs.demo import spark_query
-            from python_jobs.demo import verify as verify_state
-
-            if verify_state(spark_query(spark), landing, SCHEMA):
-                print("faults: error: consumer_records differ from the sample's expected state", flush=True)
-                return 3
         if dump is not None:
             started = time.monotonic()
             tmp = dump.with_suffix(".tmp")
@@ -174,7 +182,6 @@ def step(
         if request.get("stop"):
             return 0
         dump = Path(request["dump"]) if request.get("dump") else None
-        verify = bool(request.get("verify"))
         if request.get("last"):
             serve = None
 
@@ -255,14 +262,8 @@ class Warehouse:
 
     def env(self) -> dict[str, str]:
         env = dict(os.environ)
-        env.update(
-            WAL_LAKE_SPARK_DIR=str(self.spark_dir),
-            DBT_TARGET_PATH=str(self.root / f"target_{self.runs}"),
-            DBT_LOG_PATH=str(self.root / "logs"),
-            WAL_LAKE_TARGET="local",
-            WAL_LAKE_SCHEMA=SCHEMA,
-            WAL_LAKE_RAW_SCHEMA=RAW_SCHEMA,
-        )
+        env.update(pipeline_env(self.root / f"target_{self.runs}", self.root / "logs"))
+        env["WAL_LAKE_SPARK_DIR"] = str(self.spark_dir)
         env.setdefault("WAL_LAKE_CORES", "2")
         # A few thousand rows: the default 4g only lets the heap grow (two steps run at once).
         env.setdefault("WAL_LAKE_DRIVER_MEMORY", "2g")
@@ -321,17 +322,6 @@ class Warehouse:
         tmp.write_text(json.dumps(request))
         tmp.rename(self.requests / "request.json")
 
-    def finish_served(self, tag: str, verify: bool = False) -> dict[str, list[str]]:
-        """The waiting process's last run, to completion, with a dump."""
-        assert self.server is not None
-        proc, self.server = self.server, None
-        dump = self.root / f"dump_{tag}.json"
-        self.request(dump=str(dump), last=True, verify=verify)
-        rc = self.finish(proc)
-        if rc != 0:
-            self._failed(tag, rc)
-        return json.loads(dump.read_text())
-
     def next_run(self) -> subprocess.Popen:
         """A run without a dump, ending its process: the waiting one's last run if there is one (it
         saves a JVM start and a cold first run), else a new process."""
@@ -351,8 +341,8 @@ class Warehouse:
             self.finish(proc)
 
     def written(self) -> set[str]:
-        """Every file under the warehouse (looked at every 20 ms while a run may be killed: no stat)."""
-        return {os.path.join(d, name) for d, _, names in os.walk(self.warehouse) for name in names}
+        """Every file under the warehouse."""
+        return files_under(self.warehouse)
 
     def run_and_kill(self, kill: Kill) -> None:
         """Run a step and SIGKILL its process group at the kill point (unless it ends first)."""
@@ -417,17 +407,11 @@ class Reference:
 
     def written(self) -> set[str]:
         """Every file under the reference's schemas (what a step's whole warehouse holds)."""
-        return {os.path.join(d, name) for top in self.dirs for d, _, names in os.walk(top) for name in names}
+        return files_under(*self.dirs)
 
     def run(self, tag: str, verify: bool = False) -> dict[str, list[str]]:
         """One pipeline run over what has been delivered, then the dump; fail with the log's tail."""
-        env = dict(
-            WAL_LAKE_TARGET="local",
-            WAL_LAKE_SCHEMA=SCHEMA,
-            WAL_LAKE_RAW_SCHEMA=RAW_SCHEMA,
-            DBT_TARGET_PATH=str(self.target),
-            DBT_LOG_PATH=str(self.root / "logs"),
-        )
+        env = pipeline_env(self.target, self.root / "logs")
         log_path = self.root / f"run_{tag}.log"
         with mock.patch.dict(os.environ, env), log_path.open("w") as log:
             ok = pipeline(self.spark, self.landing, self.max_files_per_batch, dbt_args=("--quiet",), out=log)
@@ -515,14 +499,7 @@ def parse_project(target: Path) -> Path:
     """dbt's parse of the project as the faulted runs see it (their schemas), saved for them to copy."""
     from dbt.cli.main import dbtRunner
 
-    with mock.patch.dict(
-        os.environ,
-        WAL_LAKE_TARGET="local",
-        WAL_LAKE_SCHEMA=SCHEMA,
-        WAL_LAKE_RAW_SCHEMA=RAW_SCHEMA,
-        DBT_TARGET_PATH=str(target),
-        DBT_LOG_PATH=str(target / "logs"),
-    ):
+    with mock.patch.dict(os.environ, pipeline_env(target, target / "logs")):
         result = dbtRunner().invoke(
             ["parse", "--quiet", "--project-dir", str(PROJECT_DIR), "--profiles-dir", str(PROJECT_DIR)]
         )
