@@ -2,7 +2,9 @@
 and the Thrift Server on loopback; the ingestion job runs on that cluster; `dbt build --target
 cluster` builds and tests the models through the Thrift Server, the unit tests run there too, and a
 second run of the incremental models merges on top of the first; consumer_records must equal the
-sample's expected state, as on the local target (python_jobs.demo checks the same).
+sample's expected state, as on the local target (python_jobs.demo checks the same). No query of the
+ingestion job or of the Thrift Server has a window without a partition (Spark's warning that it puts
+all rows in one task), checked in their logs against a probe query that has one.
 
 Everything runs in other processes (the cluster's JVMs, the ingestion job, and one client process for
 dbt and the checks: this file run as a script), so this test does not use the suite's Spark session.
@@ -33,6 +35,12 @@ DBT_STEPS = (
     ("unit", ["test", "--select", "test_type:unit"]),
     ("incremental", ["run", "--select", "sequin_events", "source_records", "consumer_records"]),
 )
+# Spark's warning for a window without a partition: all its rows in one task. No step may have one.
+ONE_TASK_WINDOW = "No Partition Defined for Window operation"
+# A window without a partition, on three rows, asked of the Thrift Server after the steps: it must
+# log the warning (Spark logs it each time it plans the window), so that finding none in what the
+# server logged before it means something.
+ONE_TASK_PROBE = "select id, row_number() over (order by id) as n from range(3)"
 COUNTS_SQL = (
     "select"
     " (select count(*) from wal_lake.sequin_events where source_id = 'shop_wal2json'),"
@@ -88,7 +96,15 @@ def client(landing: Path) -> dict:
         if not result.success:
             return report
     # The helpers' command lines, in this process.
-    for name, argv in (("verify", ["verify", "--landing", str(landing)]), ("query", ["query", COUNTS_SQL])):
+    helpers = (
+        ("verify", ["verify", "--landing", str(landing)]),
+        ("query", ["query", COUNTS_SQL]),
+        ("probe", ["query", ONE_TASK_PROBE]),
+    )
+    # Where the server's log ends before the probe: every query of the steps has been planned.
+    server_log = Path(os.environ["WAL_LAKE_CLUSTER_DIR"]) / "thrift.log"
+    report["log_bytes_before_probe"] = server_log.stat().st_size
+    for name, argv in helpers:
         printed = io.StringIO()
         with contextlib.redirect_stdout(printed):
             report[name] = {"exit": cluster.main(argv), "out": printed.getvalue()}
@@ -141,6 +157,8 @@ def test_ingestion_and_dbt_build_on_the_cluster_give_the_expected_state(tmp_path
 
         out = _run(["bash", str(CLUSTER_SH), "ingest", "--", "--landing", str(landing)], env)
         assert "[ok]" in out and "5 raw tables registered" in out, out[-2000:]
+        # The ingestion job's driver logs to this output: no step of it numbers a batch in one task.
+        assert ONE_TASK_WINDOW not in out, out[-4000:]
         # The job ran as an application of the standalone master (executors on the worker), and the
         # Thrift Server is one too.
         with urllib.request.urlopen(f"http://127.0.0.1:{ports['MASTER_UI']}/json/", timeout=10) as page:
@@ -170,6 +188,16 @@ def test_ingestion_and_dbt_build_on_the_cluster_give_the_expected_state(tmp_path
     # (consumer_records projects source_records and never reads itself).
     assert steps["build"]["reads_itself"] == [], steps["build"]
     assert steps["incremental"]["reads_itself"] == ["sequin_events", "source_records"], steps["incremental"]
+
+    # Every query of the build, the unit tests and the incremental run was planned by the Thrift
+    # Server before the probe: no window without a partition among them; the probe's is logged.
+    server_log = (state / "thrift.log").read_bytes()
+    cut = report["log_bytes_before_probe"]
+    before, after = server_log[:cut].decode(errors="replace"), server_log[cut:].decode(errors="replace")
+    assert report["probe"]["exit"] == 0, report["probe"]
+    assert ONE_TASK_WINDOW in after, after[-2000:]
+    one_task = [line for line in before.splitlines() if ONE_TASK_WINDOW in line]
+    assert not one_task, one_task
 
     verify = report["verify"]
     assert verify["exit"] == 0 and "consumer_records equal the expected state" in verify["out"], out[-4000:]
