@@ -107,6 +107,7 @@ def spark_query(spark) -> Query:
 
 
 class ConsumerRecord(NamedTuple):
+    source_id: str
     source_schema: str
     source_table: str
     record_pk: str
@@ -121,20 +122,29 @@ def consumer_records(
     ``to_json`` carries the record map the same way through Spark and through the Thrift Server."""
     where = f"consumer_name = '{consumer}'" + (f" and source_id = '{source_id}'" if source_id else "")
     rows = query(
-        "select source_schema, source_table, record_pk, to_json(record) "
+        "select source_id, source_schema, source_table, record_pk, to_json(record) "
         f"from `{schema}`.consumer_records where {where}"
     )
-    return [ConsumerRecord(s, t, pk, json.loads(record)) for s, t, pk, record in rows]
+    return [ConsumerRecord(i, s, t, pk, json.loads(record)) for i, s, t, pk, record in rows]
+
+
+def consumer_states(
+    query: Query, schema: str, consumer: str = "all_tables", source_id: str | None = None
+) -> dict[str, dict[str, list[dict]]]:
+    """consumer_records of one consumer (of one source, or all, in one query), per source as
+    {"schema.table": [row dicts]} (values as text)."""
+    states: dict[str, dict[str, list[dict]]] = {}
+    for r in consumer_records(query, schema, consumer, source_id):
+        tables = states.setdefault(r.source_id, {})
+        tables.setdefault(f"{r.source_schema}.{r.source_table}", []).append(r.record)
+    return states
 
 
 def consumer_state(
     query: Query, schema: str, source_id: str, consumer: str = "all_tables"
 ) -> dict[str, list[dict]]:
     """consumer_records of one source and consumer as {"schema.table": [row dicts]} (values as text)."""
-    state: dict[str, list[dict]] = {}
-    for r in consumer_records(query, schema, consumer, source_id):
-        state.setdefault(f"{r.source_schema}.{r.source_table}", []).append(r.record)
-    return state
+    return consumer_states(query, schema, consumer, source_id).get(source_id, {})
 
 
 def verify(query: Query, landing: Path, schema: str) -> list[str]:

@@ -38,6 +38,7 @@ import psycopg
 import pytest
 
 from python_jobs import capture, mirrors
+from python_jobs.demo import consumer_states, spark_query
 from python_jobs.ingest import job as ingest
 from python_jobs.lsn import format_lsn, parse_lsn
 from testkit import connect_schema, debezium_rendering, oracle, soak, workload
@@ -316,23 +317,9 @@ def mirror_problems(spark, schema: str, source_id: str, t: dict) -> list[str]:
     return problems
 
 
-def consumer_states(spark, schema: str) -> dict[str, dict[str, list[dict]]]:
-    """consumer_records of the shipped consumer, per source as {"schema.table": [records]}, read as
-    python_jobs.demo reads them for one source (``consumer_records``), in one query for all."""
-    states: dict[str, dict[str, list[dict]]] = {}
-    for source_id, rows in by_source(
-        spark,
-        f"select source_id, source_schema, source_table, to_json(record) as record"
-        f" from {schema}.consumer_records where consumer_name = 'all_tables'",
-    ).items():
-        for r in rows:
-            table = f"{r.source_schema}.{r.source_table}"
-            states.setdefault(source_id, {}).setdefault(table, []).append(json.loads(r.record))
-    return states
-
-
 def consumer_problems(actual: dict[str, list[dict]], t: dict) -> list[str]:
-    """A source's consumer_records (``actual``, as ``consumer_states`` gives them) against Postgres'."""
+    """A source's consumer_records (``actual``, as python_jobs.demo's ``consumer_states`` gives them)
+    against Postgres'."""
     expected = {table: rows for table, rows in t["state"].items() if table not in KEYLESS}
     problems = [f"{table}: {len(actual[table])} records, a keyless table" for table in KEYLESS & set(actual)]
     actual = {table: rows for table, rows in actual.items() if table not in KEYLESS}
@@ -379,7 +366,7 @@ def test_models_equal_postgres_after_live_capture(postgres, spark, dbt, schemas,
         failing = [r.node.name for r in (tested.result or []) if r.status in ("fail", "error")]
         problems.append(f"dbt test failed: {failing or tested.exception}")
 
-    consumers = consumer_states(spark, schemas.models)
+    consumers = consumer_states(spark_query(spark), schemas.models)
     sequins = by_source(spark, SEQUIN_ROWS.format(schema=schemas.models))
     registry = by_source(spark, REGISTRY_ROWS.format(schema=schemas.models))
     for source_id, t in sorted(truth.items()):
