@@ -101,13 +101,13 @@ def client(landing: Path) -> dict:
         ("query", ["query", COUNTS_SQL]),
         ("probe", ["query", ONE_TASK_PROBE]),
     )
-    # Where the server's log ends before the probe: every query of the steps has been planned.
     server_log = Path(os.environ["WAL_LAKE_CLUSTER_DIR"]) / "thrift.log"
-    report["log_bytes_before_probe"] = server_log.stat().st_size
     for name, argv in helpers:
+        # Where the server's log ends before the helper: what it logs comes after.
+        log_from = server_log.stat().st_size
         printed = io.StringIO()
         with contextlib.redirect_stdout(printed):
-            report[name] = {"exit": cluster.main(argv), "out": printed.getvalue()}
+            report[name] = {"exit": cluster.main(argv), "out": printed.getvalue(), "log_from": log_from}
     return report
 
 
@@ -189,10 +189,11 @@ def test_ingestion_and_dbt_build_on_the_cluster_give_the_expected_state(tmp_path
     assert steps["build"]["reads_itself"] == [], steps["build"]
     assert steps["incremental"]["reads_itself"] == ["sequin_events", "source_records"], steps["incremental"]
 
-    # Every query of the build, the unit tests and the incremental run was planned by the Thrift
-    # Server before the probe: no window without a partition among them; the probe's is logged.
+    # Every query of the build, the unit tests, the incremental run and the other helpers was
+    # planned by the Thrift Server before the probe: no window without a partition among them; the
+    # probe's is logged.
     server_log = (state / "thrift.log").read_bytes()
-    cut = report["log_bytes_before_probe"]
+    cut = report["probe"]["log_from"]
     before, after = server_log[:cut].decode(errors="replace"), server_log[cut:].decode(errors="replace")
     assert report["probe"]["exit"] == 0, report["probe"]
     assert ONE_TASK_WINDOW in after, after[-2000:]
