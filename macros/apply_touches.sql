@@ -26,6 +26,11 @@
     re-key falls back to a shuffle join.
 -#}
 {%- set broadcast_moves = bounds.key_moves <= var('wal_lake_broadcast_key_moves', 200000) | int %}
+{#-
+    Each move's base (a whole record) is broadcast too when there are few enough, so the touches
+    shuffle once, by record key, for the fold.
+-#}
+{%- set broadcast_bases = bounds.key_moves <= var('wal_lake_broadcast_move_bases', 100000) | int %}
 {#- Chains of moves (a row moved twice) resolve in one pass when listed, by recursion otherwise. #}
 {%- set chains = bounds.get('key_move_chains') %}
 
@@ -157,7 +162,7 @@ starting_records as (
 
     touches_with_bases as (
 
-        select
+        select {% if broadcast_bases %}/*+ broadcast(move_bases) */ {% endif %}
             live_touches.*,
             move_bases.base
 

@@ -45,7 +45,7 @@
         'consumed': consumed,
         'upto': upto,
         'key_moves': key_moves,
-        'key_move_chains': key_move_chains(sequin_relation, consumed, upto) if key_moves else [],
+        'key_move_chains': key_move_chains(sequin_relation, consumed, upto, truncates_void=true) if key_moves else [],
         'sequin_table_id': sequin_table_id(sequin_relation),
         'subscriptions': 'none',
     }) }}

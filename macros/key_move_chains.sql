@@ -6,19 +6,21 @@
     it (none for the first). Moves in no chain are left out. `key_move_bases` groups the moves by
     chain and lays their records over one another in order, in one pass; it checks every move's
     predecessor against its own and fails the query if one differs. None when more than
-    `wal_lake_max_chained_key_moves` moves may be chained (a mass re-key done twice in one run):
+    `wal_lake_max_chained_key_moves` moves continue another (a mass re-key done twice in one run):
     then the recursion resolves them. An empty list when not executing.
 
-    Only the moves that may be chained come back (a move leaving the key an earlier one went to,
-    and that earlier one), with the inserts and snapshot reads at the keys they leave: walked in
-    seq order, a move continues the chain of the latest move onto the key it leaves, unless an
-    insert or read put another row there since, as in the models' own anchors.
+    The query finds each move's predecessor as the models' anchors do, without the records: the
+    latest arrival at the key it leaves before it (an insert or snapshot read, or a move to that
+    key), a move predecessor only when that arrival was a move. With `truncates_void` (a fold that
+    drops what a truncate of its table voided, as source_records does), an arrival before the
+    table's last truncate in the range counts for nothing. Only the moves with a move predecessor
+    come back; the walk in seq order gives each its chain and position.
 -#}
-{% macro key_move_chains(relation, above=none, upto=none) %}
+{% macro key_move_chains(relation, above=none, upto=none, truncates_void=false) %}
     {%- if not execute -%}
         {{ return([]) }}
     {%- endif -%}
-    {%- set limit = var('wal_lake_max_chained_key_moves', 5000) | int -%}
+    {%- set limit = var('wal_lake_max_chained_key_moves', 20000) | int -%}
     {%- set table_key = ['source_id', 'source_schema', 'source_table'] -%}
     {%- set in_range -%}
         {%- if above is not none %} and seq > {{ above }}{% endif %}
@@ -27,58 +29,66 @@
     {%- set query -%}
         with moves as (
 
-            select {{ table_key | join(', ') }}, record_pk, old_record_pk, seq
+            select {{ table_key | join(', ') }}, old_record_pk, seq
             from {{ relation }}
             where {{ is_key_change() }}{{ in_range }}
 
         ),
 
-        chained as (
+        arrivals as (
 
-            select *
-            from moves as move
+            select /*+ broadcast(moves) */
+                arrival.{{ table_key | join(', arrival.') }},
+                arrival.record_pk,
+                arrival.seq,
+                {{ is_key_change('arrival.') }} as is_move
+            from {{ relation }} as arrival
+            left semi join moves
+                on
+                    {{ columns_equal('arrival', 'moves', table_key) }}
+                    and arrival.record_pk = moves.old_record_pk
             where
-                exists (
-                    select 1 from moves as earlier
-                    where
-                        {{ columns_equal('earlier', 'move', table_key) }}
-                        and earlier.record_pk = move.old_record_pk and earlier.seq < move.seq
-                )
-                or exists (
-                    select 1 from moves as later
-                    where
-                        {{ columns_equal('later', 'move', table_key) }}
-                        and later.old_record_pk = move.record_pk and later.seq > move.seq
-                )
+                (arrival.action in ('insert', 'read') or {{ is_key_change('arrival.') }})
+                {%- if above is not none %} and arrival.seq > {{ above }}{% endif %}
+                {%- if upto is not none %} and arrival.seq <= {{ upto }}{% endif %}
 
         ),
 
-        new_rows as (
+        {%- if truncates_void %}
 
-            select {{ table_key | join(', ') }}, record_pk, seq
-            from {{ relation }} as touch
-            where
-                action in ('insert', 'read') and not {{ is_key_change('touch.') }}{{ in_range }}
-                and exists (
-                    select 1 from chained
-                    where
-                        {{ columns_equal('chained', 'touch', table_key) }}
-                        and chained.old_record_pk = touch.record_pk and chained.seq > touch.seq
-                )
+            last_truncates as (
+
+                select {{ table_key | join(', ') }}, max(seq) as truncated_seq
+                from {{ relation }}
+                where action = 'truncate'{{ in_range }}
+                group by {{ table_key | join(', ') }}
+
+            ),
+        {%- endif %}
+
+        anchors as (
+
+            select /*+ broadcast(moves) */
+                moves.seq,
+                max_by(struct(arrival.seq, arrival.is_move), arrival.seq) as anchor
+            from moves
+            inner join arrivals as arrival
+                on
+                    {{ columns_equal('arrival', 'moves', table_key) }}
+                    and arrival.record_pk = moves.old_record_pk
+                    and arrival.seq < moves.seq
+            {%- if truncates_void %}
+                left join last_truncates
+                    on {{ columns_equal('last_truncates', 'moves', table_key) }}
+                where last_truncates.truncated_seq is null or arrival.seq > last_truncates.truncated_seq
+            {%- endif %}
+            group by moves.seq
 
         )
 
-        select
-            to_json(array({{ table_key | join(', ') }}, old_record_pk)) as from_key,
-            to_json(array({{ table_key | join(', ') }}, record_pk)) as to_key,
-            seq
-        from chained
-        union all
-        select
-            cast(null as string) as from_key,
-            to_json(array({{ table_key | join(', ') }}, record_pk)) as to_key,
-            seq
-        from new_rows
+        select seq, anchor.seq as previous_move_seq
+        from anchors
+        where anchor.is_move
         order by seq
         limit {{ limit + 1 }}
     {%- endset -%}
@@ -86,20 +96,18 @@
     {%- if rows | length > limit -%}
         {{ return(none) }}
     {%- endif -%}
-    {%- set move_at = {} -%}
     {%- set placed = {} -%}
     {%- set chains = [] -%}
     {%- for row in rows -%}
         {%- set seq = row['seq'] | int -%}
-        {%- if row['from_key'] is none -%}
-            {%- do move_at.update({row['to_key']: none}) -%}
-        {%- else -%}
-            {%- set previous = move_at.get(row['from_key']) -%}
-            {%- set chain_seq, position = placed[previous] if previous is not none else (seq, 0) -%}
-            {%- do placed.update({seq: (chain_seq, position + 1)}) -%}
-            {%- do move_at.update({row['to_key']: seq}) -%}
-            {%- do chains.append([seq, chain_seq, position + 1, previous]) -%}
+        {%- set previous = row['previous_move_seq'] | int -%}
+        {%- if previous not in placed -%}
+            {%- do placed.update({previous: (previous, 1)}) -%}
+            {%- do chains.append([previous, previous, 1, none]) -%}
         {%- endif -%}
+        {%- set chain_seq, position = placed[previous] -%}
+        {%- do placed.update({seq: (chain_seq, position + 1)}) -%}
+        {%- do chains.append([seq, chain_seq, position + 1, previous]) -%}
     {%- endfor -%}
     {{ return(chains) }}
 {% endmacro %}
