@@ -35,22 +35,12 @@
 
         ),
 
+        -- What puts a row at a key; the join below keeps the keys a move leaves.
         arrivals as (
 
-            select /*+ broadcast(moves) */
-                arrival.{{ table_key | join(', arrival.') }},
-                arrival.record_pk,
-                arrival.seq,
-                {{ is_key_change('arrival.') }} as is_move
-            from {{ relation }} as arrival
-            left semi join moves
-                on
-                    {{ columns_equal('arrival', 'moves', table_key) }}
-                    and arrival.record_pk = moves.old_record_pk
-            where
-                (arrival.action in ('insert', 'read') or {{ is_key_change('arrival.') }})
-                {%- if above is not none %} and arrival.seq > {{ above }}{% endif %}
-                {%- if upto is not none %} and arrival.seq <= {{ upto }}{% endif %}
+            select {{ table_key | join(', ') }}, record_pk, seq, {{ is_key_change() }} as is_move
+            from {{ relation }}
+            where (action in ('insert', 'read') or {{ is_key_change() }}){{ in_range }}
 
         ),
 
