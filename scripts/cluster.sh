@@ -27,6 +27,9 @@ WORKER_MEMORY=${WAL_LAKE_WORKER_MEMORY:-4g}
 APP_CORES=${WAL_LAKE_APP_CORES:-2}              # spark.cores.max of each application
 JARS_DIR=${WAL_LAKE_CACHE:-$HOME/.cache/wal_lake}/jars
 JARS="$JARS_DIR/delta-spark_4.2_2.13-4.4.0.jar,$JARS_DIR/delta-storage-4.4.0.jar"
+# The Thrift Server's driver only: Hive's function registry needs it (see scripts/setup.sh). Without
+# it, a session that closes while another one does can fail its close, and the server then hangs.
+HIVE_LLAP_JAR="$JARS_DIR/hive-llap-common-2.3.10.jar"
 MASTER_URL="spark://127.0.0.1:$MASTER_PORT"
 WAREHOUSE="$STATE/warehouse"
 PY="$PROJECT/.venv/bin/python"
@@ -77,8 +80,8 @@ launch() {  # name port command...: start in its own session, remember the pid
 start() {
   local home
   home=$(spark_home)
-  for jar in ${JARS//,/ }; do
-    [[ -f $jar ]] || die "Delta Lake jar not found: $jar. Run 'make setup' first."
+  for jar in ${JARS//,/ } $HIVE_LLAP_JAR; do
+    [[ -f $jar ]] || die "jar not found: $jar. Run 'make setup' first."
   done
   mkdir -p "$STATE" "$WAREHOUSE"
   export SPARK_LOG_DIR=$STATE SPARK_WORKER_DIR=$STATE/work SPARK_LOCAL_IP=127.0.0.1
@@ -100,7 +103,7 @@ start() {
     --class org.apache.spark.sql.hive.thriftserver.HiveThriftServer2 \
     --name wal_lake_thrift \
     --jars "$JARS" \
-    --driver-class-path "${JARS//,/:}" \
+    --driver-class-path "${JARS//,/:}:$HIVE_LLAP_JAR" \
     --conf spark.cores.max="$APP_CORES" \
     --conf spark.executor.memory=1g \
     --conf spark.driver.memory=2g \

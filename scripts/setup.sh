@@ -20,7 +20,13 @@ PYTHON=${PYTHON:-python3.11}
 CACHE=${WAL_LAKE_CACHE:-$HOME/.cache/wal_lake}
 DELTA_VERSION=4.4.0
 SPARK_BINARY=4.2
-JARS=("io.delta:delta-spark_${SPARK_BINARY}_2.13:${DELTA_VERSION}" "io.delta:delta-storage:${DELTA_VERSION}")
+# Hive's LLAP common classes, for the Thrift Server of scripts/cluster.sh only: pyspark ships Hive
+# 2.3's hive-exec without them, and Hive's function registry, which a closing Thrift session can load,
+# fails on a class it lacks (then every later load of it waits forever). Same version as hive-exec
+# in pyspark's jars.
+HIVE_VERSION=2.3.10
+JARS=("io.delta:delta-spark_${SPARK_BINARY}_2.13:${DELTA_VERSION}" "io.delta:delta-storage:${DELTA_VERSION}"
+  "org.apache.hive:hive-llap-common:${HIVE_VERSION}")
 
 step() { printf '[setup] %s\n' "$*"; }
 
@@ -38,7 +44,8 @@ else
   step "python packages up to date"
 fi
 
-# 2. Delta Lake jars, with Maven (its own ~/.m2 cache, then ours, outside git).
+# 2. Delta Lake's jars and the Thrift Server's Hive LLAP jar, with Maven (its own ~/.m2 cache, then
+# ours, outside git).
 mkdir -p "$CACHE/jars"
 for coord in "${JARS[@]}"; do
   IFS=: read -r _group artifact version <<<"$coord"
@@ -50,7 +57,7 @@ for coord in "${JARS[@]}"; do
     -Dartifact="$coord" -DoutputDirectory="$CACHE/jars" -Dmdep.overWriteIfNewer=true \
     || { echo "setup.sh: could not fetch $coord with Maven (is Maven Central reachable?)" >&2; exit 1; }
 done
-step "Delta jars in $CACHE/jars"
+step "Delta and Hive LLAP jars in $CACHE/jars"
 
 # 3. Postgres 15 with wal2json, for the end-to-end tests. A machine may come with an older 15.x
 # than Debian's current one: once per machine (a stamp in the cache), refresh the package lists and

@@ -1,5 +1,6 @@
 """The `cluster` target on a real Spark cluster: scripts/cluster.sh starts a standalone master, a worker
-and the Thrift Server on loopback; the ingestion job runs on that cluster; `dbt build --target
+and the Thrift Server on loopback; the ingestion job runs on that cluster; sessions that close at the
+same moment close cleanly and leave the server answering (Hive's LLAP jar); `dbt build --target
 cluster` builds and tests the models through the Thrift Server, the unit tests run there too, and a
 second run of the incremental models merges on top of the first; consumer_records must equal the
 sample's expected state, as on the local target (python_jobs.demo checks the same). No query of the
@@ -64,14 +65,51 @@ def _run(cmd: list[str], env: dict[str, str], timeout: int = 600) -> str:
     return output
 
 
+def concurrent_sessions(threads: int = 4, rounds: int = 10, timeout: float = 120) -> dict:
+    """Sessions that each run a metastore query and then close at the same moment as the others', as
+    dbt's threads do when they list schemas. A close that overlaps another one can make the server
+    load Hive's function registry; without Hive's LLAP jar on its class path (scripts/setup.sh) that
+    close fails, and the next one hangs."""
+    import threading
+
+    from python_jobs import cluster
+
+    errors: list[str] = []
+    closed = [0]
+    aligned = threading.Barrier(threads)
+
+    def work(n: int) -> None:
+        for _ in range(rounds):
+            try:
+                conn = cluster.connect()
+                cluster.query(f"show table extended in wal_lake_raw like 'x{n}*'", conn)
+                aligned.wait(timeout)
+                conn.close()
+                closed[0] += 1
+            except Exception as exc:  # noqa: BLE001 - what the server answered is the result
+                errors.append(f"{type(exc).__name__}: {str(exc)[:300]}")
+                aligned.abort()
+                return
+
+    workers = [threading.Thread(target=work, args=(n,), daemon=True) for n in range(threads)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(timeout)
+    return {"closed": closed[0], "errors": errors, "hung": sum(w.is_alive() for w in workers)}
+
+
 def client(landing: Path) -> dict:
-    """The dbt steps, the state check and the counts, on the cluster; what each gave, as JSON."""
+    """Concurrent sessions, the dbt steps, the state check and the counts, on the cluster; what each
+    gave, as JSON."""
     from dbt.cli.main import dbtRunner
 
     from python_jobs import cluster
 
+    report: dict = {"sessions": concurrent_sessions(), "steps": {}}
+    if report["sessions"]["errors"] or report["sessions"]["hung"]:
+        return report
     runner = dbtRunner()
-    report: dict = {"steps": {}}
     for name, args in DBT_STEPS:
         result = runner.invoke(args)
         nodes = list(getattr(result.result, "results", None) or [])
@@ -175,6 +213,8 @@ def test_ingestion_and_dbt_build_on_the_cluster_give_the_expected_state(tmp_path
             started.kill()
         subprocess.run(["bash", str(CLUSTER_SH), "stop"], cwd=PROJECT_DIR, env=env, timeout=120, check=False)
 
+    sessions = report["sessions"]
+    assert sessions == {"closed": 40, "errors": [], "hung": 0}, (sessions, out[-4000:])
     steps = report["steps"]
     errors = {name: step["errors"] for name, step in steps.items() if step["errors"]}
     assert not errors, (errors, out[-4000:])
