@@ -53,9 +53,13 @@ for coord in "${JARS[@]}"; do
   if [ -s "$jar" ]; then continue; fi
   command -v mvn >/dev/null || { echo "setup.sh: Maven (mvn) is needed to fetch $coord" >&2; exit 1; }
   step "fetching $coord from Maven Central"
-  mvn --batch-mode --quiet org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy \
-    -Dartifact="$coord" -DoutputDirectory="$CACHE/jars" -Dmdep.overWriteIfNewer=true \
-    || { echo "setup.sh: could not fetch $coord with Maven (is Maven Central reachable?)" >&2; exit 1; }
+  # Maven's output (colour resets even in batch mode) is shown only when the fetch fails.
+  if ! out=$(mvn --batch-mode --quiet org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy \
+    -Dartifact="$coord" -DoutputDirectory="$CACHE/jars" -Dmdep.overWriteIfNewer=true 2>&1); then
+    printf '%s\n' "$out" >&2
+    echo "setup.sh: could not fetch $coord with Maven (is Maven Central reachable?)" >&2
+    exit 1
+  fi
 done
 step "Delta and Hive LLAP jars in $CACHE/jars"
 
