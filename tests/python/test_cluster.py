@@ -71,11 +71,12 @@ def concurrent_sessions(threads: int = 4, rounds: int = 10, timeout: float = 120
     load Hive's function registry; without Hive's LLAP jar on its class path (scripts/setup.sh) that
     close fails, and the next one hangs."""
     import threading
+    import time
 
     from python_jobs import cluster
 
     errors: list[str] = []
-    closed = [0]
+    closed = [0] * threads  # each thread counts its own
     aligned = threading.Barrier(threads)
 
     def work(n: int) -> None:
@@ -85,7 +86,7 @@ def concurrent_sessions(threads: int = 4, rounds: int = 10, timeout: float = 120
                 cluster.query(f"show table extended in wal_lake_raw like 'x{n}*'", conn)
                 aligned.wait(timeout)
                 conn.close()
-                closed[0] += 1
+                closed[n] += 1
             except Exception as exc:  # noqa: BLE001 - what the server answered is the result
                 errors.append(f"{type(exc).__name__}: {str(exc)[:300]}")
                 aligned.abort()
@@ -94,9 +95,10 @@ def concurrent_sessions(threads: int = 4, rounds: int = 10, timeout: float = 120
     workers = [threading.Thread(target=work, args=(n,), daemon=True) for n in range(threads)]
     for worker in workers:
         worker.start()
+    deadline = time.monotonic() + timeout
     for worker in workers:
-        worker.join(timeout)
-    return {"closed": closed[0], "errors": errors, "hung": sum(w.is_alive() for w in workers)}
+        worker.join(max(0.0, deadline - time.monotonic()))
+    return {"closed": sum(closed), "errors": errors, "hung": sum(w.is_alive() for w in workers)}
 
 
 def client(landing: Path) -> dict:
