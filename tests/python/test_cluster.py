@@ -20,6 +20,8 @@ import os
 import socket
 import subprocess
 import sys
+import threading
+import time
 import urllib.request
 from pathlib import Path
 
@@ -84,9 +86,6 @@ def concurrent_sessions(threads: int = 4, rounds: int = 10, timeout: float = 120
     dbt's threads do when they list schemas. A close that overlaps another one can make the server
     load Hive's function registry; without Hive's LLAP jar on its class path (scripts/setup.sh) that
     close fails, and the next one hangs."""
-    import threading
-    import time
-
     from python_jobs import cluster
 
     errors: list[str] = []
@@ -237,7 +236,12 @@ def test_ingestion_and_dbt_build_on_the_cluster_give_the_expected_state(tmp_path
     assert not errors, (errors, out[-4000:], server)
     assert list(steps) == [name for name, _ in DBT_STEPS], (report, out[-4000:], server)
     for name, step in steps.items():
-        assert step["success"] and not step["failed"] and not step["exception"], (name, step, server)
+        assert step["success"] and not step["failed"] and not step["exception"], (
+            name,
+            step,
+            out[-4000:],
+            server,
+        )
     # The build builds and tests everything but the unit tests, which then all run (and pass).
     assert steps["build"]["types"] == ["model", "seed", "snapshot", "test"], steps["build"]
     assert steps["unit"]["types"] == ["unit_test"] and steps["unit"]["count"] >= 6, steps["unit"]
