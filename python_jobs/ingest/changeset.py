@@ -17,6 +17,7 @@ file is read again and must not have landed or been rejected already.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from pyspark.sql import Column, DataFrame, Window
@@ -123,6 +124,12 @@ class ChangeSet:
     in full. ``rejects`` holds every reject (``early_rejects``, known from ``outcomes``, and the late).
     The job writes the events, counts what was written, and computes ``late_rejects`` only when
     fewer events were written than ``outcomes`` has lines of kind event.
+
+    ``rebuild`` is given when ``shared`` reads a table that the batch writes (Debezium's lookups of
+    landed events in wal_events): the same ChangeSet built on another copy of ``shared``. A cache
+    would not hold there: Delta drops every cached plan that reads a table it appends to, so the
+    classification would run again for each output written after the events. The job computes such a
+    ``shared`` once into a local checkpoint, which refers to no table, and rebuilds the set on it.
     """
 
     events: DataFrame
@@ -134,6 +141,7 @@ class ChangeSet:
     outcomes: DataFrame | None = None
     early_rejects: DataFrame | None = None
     late_rejects: DataFrame | None = None
+    rebuild: Callable[[DataFrame], ChangeSet] | None = None
 
 
 # Columns of EVENTS_SCHEMA that only some formats fill; a transform that does not name one gives nulls.

@@ -46,6 +46,8 @@ An update whose ``before`` (REPLICA IDENTITY FULL) holds another key lands with 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, StringType
@@ -358,6 +360,9 @@ def transform(
     looks_up = _looks_up(landed, frontiers)
     staged = _commit_lsn(parse(lines, registry), landed if looks_up else None)
     shared = classify(staged, landed, frontiers)
-    # With landed events to look up, the staged lines feed two branches: compute them once.
-    upstream = (staged,) if looks_up else ()
-    return split_classified(shared, _events(shared), upstream)
+    if not looks_up:
+        return split_classified(shared, _events(shared))
+    # The staged lines feed two branches (the lookups and the lines): compute them once. The
+    # classified lines read wal_events, which the batch appends to: the job holds them as a checkpoint.
+    changes = split_classified(shared, _events(shared), upstream=(staged,))
+    return replace(changes, rebuild=lambda held: split_classified(held, _events(held)))

@@ -223,16 +223,40 @@ def _run_batch(
     for fmt in formats:
         transform_for(fmt)  # fail before reading anything when a format module is missing
     sets = transform(extract(ledger.spark, plan), formats, _debezium_inputs(ledger, frontiers, keys))
-    persisted = [
-        df.persist(StorageLevel.MEMORY_AND_DISK)
-        for cs in sets
-        for df in (*cs.upstream, *([cs.shared] if cs.shared is not None else []))
-    ]
+    held: list[DataFrame] = []
     try:
+        sets = [_hold(cs, held) for cs in sets]
         return load(ledger, batch_id, planned_at, plan, sets, frontiers)
     finally:
-        for df in persisted:
-            df.unpersist()
+        for df in held:
+            _release(df)
+
+
+def _hold(cs: ChangeSet, held: list[DataFrame]) -> ChangeSet:
+    """The ChangeSet with its ``shared`` frame (and the frames it reads twice) computed once for the
+    batch: cached, or computed now into a local checkpoint when it reads a table the batch writes
+    (``ChangeSet.rebuild``). What it holds is added to ``held``, to be released after the batch."""
+    for df in cs.upstream:
+        held.append(df.persist(StorageLevel.MEMORY_AND_DISK))
+    if cs.shared is None:
+        return cs
+    if cs.rebuild is None:
+        held.append(cs.shared.persist(StorageLevel.MEMORY_AND_DISK))
+        return cs
+    checkpoint = cs.shared.localCheckpoint(eager=True, storageLevel=StorageLevel.MEMORY_AND_DISK)
+    held.append(checkpoint)
+    for df in cs.upstream:  # computed into the checkpoint: no longer read
+        df.unpersist()
+    return cs.rebuild(checkpoint)
+
+
+def _release(df: DataFrame) -> None:
+    """Free a frame's cached or checkpointed blocks now (a checkpoint's would wait for a GC)."""
+    plan = df._jdf.queryExecution().logical()
+    if plan.getClass().getSimpleName() == "LogicalRDD":
+        plan.rdd().unpersist(False)
+    else:
+        df.unpersist()
 
 
 # --- the run ---------------------------------------------------------------------------------------

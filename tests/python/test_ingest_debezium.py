@@ -994,6 +994,49 @@ def test_positions_do_not_depend_on_the_batching(spark, batching_zone, schemas):
     assert got == BATCHING_POSITIONS
 
 
+def test_a_batch_that_looks_up_landed_events_is_held_apart_from_wal_events(spark, batching_zone, schemas):
+    """The classified lines of a batch that reads landed events are held (job._hold) as a checkpoint
+    that reads no table: the batch's own append to wal_events would otherwise drop a cache of them
+    (Delta invalidates the cached plans that read a table it writes) and they would be classified
+    again for every output written after the events. Held, they give the same outputs before and
+    after that append."""
+    table = f"{schemas.raw}.held_landed"
+    spark.sql(f"create schema if not exists {schemas.raw}")
+    spark.sql(f"drop table if exists {table}")
+    lines = _lines(spark, {"dbz": list(BATCHING_FILES.items())})
+    registry = table_keys.to_frame(spark, table_keys.load(batching_zone / "table_keys.csv"))
+    first = debezium.transform(lines.where("landing_file = '0001.jsonl'"), registry)
+    first.events.write.format("delta").saveAsTable(table)
+    frontier = {"dbz": first.events.agg({"commit_lsn": "max"}).first()[0]}
+    second = debezium.transform(
+        lines.where("landing_file = '0002.jsonl'"), registry, spark.table(table), frontier
+    )
+    assert second.rebuild is not None and table in second.shared._jdf.queryExecution().analyzed().toString()
+
+    held: list = []
+    try:
+        kept = job._hold(second, held)
+        assert table not in kept.shared._jdf.queryExecution().analyzed().toString()
+
+        def outputs(cs):
+            return {
+                name: sorted(map(str, getattr(cs, name).collect()))
+                for name in ("events", "rejects", "outcomes")
+            }
+
+        before = outputs(kept)
+        assert before["events"] == outputs(second)["events"]
+        kept.events.write.format("delta").mode("append").saveAsTable(table)
+        assert outputs(kept) == before
+        # The lookup at work: T1 continues after the snapshot's two landed reads.
+        positions = {(e.landing_line, e.commit_lsn, e.commit_idx) for e in kept.events.collect()}
+        assert positions == {(1, SNAP, 2), (2, T2_[0], 0), (3, T2_[0], 1)}
+    finally:
+        for df in held:
+            job._release(df)
+        spark.sql(f"drop table if exists {table}")
+
+
 def test_table_keys_file_entries_and_problems(tmp_path):
     good = tmp_path / "keys.csv"
     good.write_text(
