@@ -360,9 +360,12 @@ def transform(
     looks_up = _looks_up(landed, frontiers)
     staged = _commit_lsn(parse(lines, registry), landed if looks_up else None)
     shared = classify(staged, landed, frontiers)
+
+    def outputs(classified: DataFrame) -> ChangeSet:
+        return split_classified(classified, _events(classified))
+
     if not looks_up:
-        return split_classified(shared, _events(shared))
+        return outputs(shared)
     # The staged lines feed two branches (the lookups and the lines): compute them once. The
     # classified lines read wal_events, which the batch appends to: the job holds them as a checkpoint.
-    changes = split_classified(shared, _events(shared), upstream=(staged,))
-    return replace(changes, rebuild=lambda held: split_classified(held, _events(held)))
+    return replace(outputs(shared), upstream=(staged,), rebuild=outputs)
