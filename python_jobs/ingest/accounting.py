@@ -1,8 +1,8 @@
 """Accounting for every line: per planned file, lines read = landed + rejected + control + pending.
 
 The lines are counted from the transforms' outcomes (a narrow frame, one action); the landed ones are
-counted again in ``wal_events`` once written, so a line lost between the outcome and the write fails
-the batch before it is marked done. ``RunSummary`` adds the
+checked against the events written (the append's commit, else ``wal_events``), so a line lost between
+the outcome and the write fails the batch before it is marked done. ``RunSummary`` adds the
 batches of a run up and checks the identity for the run and over everything ever landed.
 """
 
@@ -93,27 +93,39 @@ _KINDS_OF_OUTCOMES = {
 
 @dataclass(frozen=True)
 class LineStats:
-    """Per (file, kind) of the transforms' ``outcomes``: the count of lines, the first and the last."""
+    """Per (file, kind) of the transforms' ``outcomes``: the count of lines, the first and the last,
+    and the greatest ``commit_lsn`` among them (an event's; None for the other kinds)."""
 
     n: int
     first: int
     last: int
+    lsn: int | None = None
 
 
 def line_stats(sets: list[ChangeSet]) -> dict[tuple[str, str], LineStats]:
     """Every line's outcome counted per file, from the transforms' narrow ``outcomes`` (one action)."""
     outcomes = union_all([cs.outcomes for cs in sets])
     stats = outcomes.groupBy("landing_file", "kind").agg(
-        F.count("*").alias("n"), F.min("landing_line").alias("first"), F.max("landing_line").alias("last")
+        F.count("*").alias("n"),
+        F.min("landing_line").alias("first"),
+        F.max("landing_line").alias("last"),
+        F.max(F.when(F.col("kind") == KIND_EVENT, F.col("commit_lsn"))).alias("lsn"),
     )
     return {
-        (r.landing_file, _KINDS_OF_OUTCOMES[r.kind]): LineStats(r.n, r.first, r.last) for r in stats.collect()
+        (r.landing_file, _KINDS_OF_OUTCOMES[r.kind]): LineStats(r.n, r.first, r.last, r.lsn)
+        for r in stats.collect()
     }
 
 
 def landing_count(stats: dict[tuple[str, str], LineStats]) -> dict[str, int]:
     """Per file, its lines that land by the transforms' outcomes."""
     return {path: s.n for (path, kind), s in stats.items() if kind == KIND_LANDED}
+
+
+def landing_events(stats: dict[tuple[str, str], LineStats]) -> dict[str, tuple[int, int]]:
+    """Per file, (its lines that land, their greatest commit_lsn) by the outcomes: what the events'
+    append writes when no line turns out unusable once parsed in full (as ``written``)."""
+    return {path: (s.n, s.lsn) for (path, kind), s in stats.items() if kind == KIND_LANDED}
 
 
 def _outcome(

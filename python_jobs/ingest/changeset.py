@@ -118,12 +118,13 @@ class ChangeSet:
     ``upstream`` lists frames that ``shared`` reads more than once (by two branches of its plan); the
     job persists them too, before ``shared``, so that each is computed once.
 
-    ``outcomes`` is every line with its ``kind`` (``landing_file``, ``landing_line``, ``kind``): what
-    the job counts. ``events`` are the lines of kind event, less ``late_rejects`` when the transform
-    gives them: lines that land by their framing but whose content turned out unusable once parsed
-    in full. ``rejects`` holds every reject (``early_rejects``, known from ``outcomes``, and the late).
-    The job writes the events, counts what was written, and computes ``late_rejects`` only when
-    fewer events were written than ``outcomes`` has lines of kind event.
+    ``outcomes`` is every line with its ``kind`` (``landing_file``, ``landing_line``, ``kind``,
+    ``commit_lsn``: an event's, as written): what the job counts. ``events`` are the lines of kind
+    event, less ``late_rejects`` when the transform gives them: lines that land by their framing but
+    whose content turned out unusable once parsed in full. ``rejects`` holds every reject
+    (``early_rejects``, known from ``outcomes``, and the late). The job writes the events, counts
+    what was written, and computes ``late_rejects`` only when fewer events were written than
+    ``outcomes`` has lines of kind event.
 
     ``rebuild`` is given when ``shared`` reads a table that the batch writes (Debezium's lookups of
     landed events in wal_events): the same ChangeSet built on another copy of ``shared``. A cache
@@ -188,7 +189,9 @@ def split_classified(
         control=conform(shared.where(F.col("kind") == KIND_CONTROL), PENDING_SCHEMA),
         shared=shared,
         upstream=upstream,
-        outcomes=shared.select("source_id", "landing_file", "landing_line", "kind"),
+        outcomes=shared.select(
+            "source_id", "landing_file", "landing_line", "kind", F.col("commit_lsn").cast(LongType())
+        ),
         early_rejects=early,
         late_rejects=late,
     )

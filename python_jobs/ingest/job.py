@@ -13,6 +13,7 @@ import importlib
 import sys
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import TextIO
@@ -25,9 +26,11 @@ from python_jobs.ingest import table_keys
 from python_jobs.ingest.accounting import (
     KIND_REJECTED,
     BatchResult,
+    LineStats,
     RunSummary,
     file_outcomes,
     landing_count,
+    landing_events,
     line_stats,
 )
 from python_jobs.ingest.changeset import FORMAT_DEBEZIUM, ChangeSet, union_all
@@ -125,6 +128,20 @@ def _advanced_frontiers(
     return advanced
 
 
+def _events_written(
+    ledger: Ledger, batch_id: int, stats: dict[tuple[str, str], LineStats]
+) -> dict[str, tuple[int, int]]:
+    """Per file, the events the batch's append wrote and their greatest commit_lsn.
+
+    When the append's own commit wrote as many rows as lines land by the outcomes, no line was
+    unusable once parsed in full, and the outcomes say it all. Otherwise (late rejects, or an append
+    skipped as committed by an earlier execution of the batch) the events are counted in wal_events."""
+    landing = landing_events(stats)
+    if ledger.rows_committed(EVENTS, batch_id) == sum(n for n, _ in landing.values()):
+        return landing
+    return ledger.batch_events(batch_id)
+
+
 def load(
     ledger: Ledger,
     batch_id: int,
@@ -135,7 +152,7 @@ def load(
 ) -> BatchResult:
     """Write one batch's outputs exactly once, then mark it done (the ``wal_files`` commit).
 
-    The events are written first and counted back from ``wal_events``; only when fewer landed than the
+    The events are written first and counted (``_events_written``); only when fewer landed than the
     outcomes say are the late rejects computed (their lines are parsed again), so a batch of clean
     lines is parsed once."""
     spark = ledger.spark
@@ -146,7 +163,7 @@ def load(
             df.unpersist()
 
     ledger.append(EVENTS, union_all([cs.events for cs in sets]).select("*", *stamp), batch_id)
-    written = ledger.batch_events(batch_id)
+    written = _events_written(ledger, batch_id, stats)
     # The early rejects' text is read again from the files: only when there are any.
     any_early = any(kind == KIND_REJECTED for _, kind in stats)
     rejects = [cs.early_rejects for cs in sets] if any_early else []
@@ -269,12 +286,21 @@ class _Known:
     history: list[dict]  # every wal_files row, without done_at
     states: dict[str, FileState]  # per file, where it stands after its latest batch
     frontiers: dict[str, int | None]
+    planned: int = 0  # the greatest batch_id planned before the run
     created: bool = False  # this run created the ledger: no batch was planned or written before
 
     @classmethod
     def read(cls, ledger: Ledger) -> _Known:
-        history = ledger.file_rows()
-        return cls(history, file_states(history), ledger.frontiers())
+        """The ledger's three small tables, read at once: each read is a short Spark job that mostly
+        waits (on Delta's log, on scheduling), so three threads take about the time of one."""
+        with ThreadPoolExecutor(max_workers=3) as pool:
+            history, frontiers, planned = (
+                pool.submit(ledger.file_rows),
+                pool.submit(ledger.frontiers),
+                pool.submit(ledger.last_planned),
+            )
+            rows = history.result()
+            return cls(rows, file_states(rows), frontiers.result(), planned.result())
 
     @classmethod
     def nothing(cls) -> _Known:
@@ -307,7 +333,8 @@ def _batches(
     then new ones, each planned (and its plan written) only once the batch before it is recorded in
     ``known``, since the files that batch left pending are part of the next plan."""
     done = max((r["batch_id"] for r in known.history), default=0)
-    highest, planned = (0, 0) if known.created else ledger.last_batch_ids(done)
+    planned = known.planned
+    highest = 0 if known.created else ledger.last_batch_id(done, planned)
     if planned > done:
         planned_at, plan = ledger.plan_of(planned)
         check_unchanged(listed, {}, plan)

@@ -14,6 +14,7 @@ A batch is planned, executed, then marked done (docs/ingestion.md):
 from __future__ import annotations
 
 import re
+import uuid
 from dataclasses import asdict, dataclass, fields
 from datetime import datetime
 
@@ -124,6 +125,8 @@ class Ledger:
             raise ValueError(f"invalid target schema name: {schema!r}")
         self.spark = spark
         self.schema = schema
+        # Names this run's commits (Delta's userMetadata), so it can tell its own commit from another's.
+        self.run_id = uuid.uuid4().hex[:12]
 
     def name(self, table: str) -> str:
         return f"{self.schema}.{table}"
@@ -133,10 +136,10 @@ class Ledger:
         created every table, so the ledger is known to be empty without reading it."""
         from delta.tables import DeltaTable
 
-        catalog = self.spark.catalog
-        if not catalog.databaseExists(self.schema):
+        if not self.spark.catalog.databaseExists(self.schema):
             self.spark.sql(f"create schema if not exists {self.schema}")
-        existing = {t.name for t in catalog.listTables(self.schema)}
+        listed = self.spark.sql(f"show tables in {self.schema}").collect()  # cheaper than listTables
+        existing = {r.tableName for r in listed if not r.isTemporary}
         for table, schema in SCHEMAS.items():
             if table not in existing:
                 DeltaTable.createIfNotExists(self.spark).tableName(self.name(table)).addColumns(
@@ -158,30 +161,51 @@ class Ledger:
         return self.spark.table(self.name(table))
 
     def append(self, table: str, df: DataFrame, batch_id: int) -> None:
-        """Append once per batch: a re-executed batch's write of an already committed table is skipped."""
+        """Append once per batch: a re-executed batch's write of an already committed table is skipped.
+        The commit is marked as this run's (``rows_committed``)."""
         (
             df.select(*[F.col(f.name).cast(f.dataType) for f in SCHEMAS[table].fields])
             .write.format("delta")
             .mode("append")
             .option("txnAppId", f"wal_lake/{self.schema}/{table}")
             .option("txnVersion", batch_id)
+            .option("userMetadata", self._marker(batch_id))
             .saveAsTable(self.name(table))
         )
 
-    def last_batch_ids(self, done: int) -> tuple[int, int]:
-        """(greatest batch_id any table has seen, greatest planned), given the greatest done.
+    def _marker(self, batch_id: int) -> str:
+        return f"wal_lake ingest batch {batch_id}, run {self.run_id}"
+
+    def rows_committed(self, table: str, batch_id: int) -> int | None:
+        """The rows that this run's append of ``batch_id`` wrote, read from the table's latest commit
+        (its history: one small read, no scan of the data). None when that commit is not this run's
+        append: it was skipped (already committed by an earlier execution of the batch), or another
+        run has committed since; the caller then reads the table."""
+        from delta.tables import DeltaTable
+
+        last = DeltaTable.forName(self.spark, self.name(table)).history(1).first()
+        if last is None or last["userMetadata"] != self._marker(batch_id):
+            return None
+        rows = (last["operationMetrics"] or {}).get("numOutputRows")
+        return int(rows) if rows is not None else None
+
+    def last_planned(self) -> int:
+        """The greatest batch_id planned (0 when none was)."""
+        return self.table(BATCHES).agg(F.max("batch_id")).first()[0] or 0
+
+    def last_batch_id(self, done: int, planned: int) -> int:
+        """The greatest batch_id any table has seen, given the greatest done and the greatest planned.
 
         New batch ids start above every id any table has seen: Delta skips an idempotent write whose
         txnVersion is not above the last one committed for its txnAppId, so reusing an id (say, after
         the ledger tables were dropped but wal_events kept) would silently drop a batch. Every write
         follows a plan, so the plans' greatest id is enough unless there are no plans at all."""
-        planned = self.table(BATCHES).agg(F.max("batch_id")).first()[0] or 0
         if planned:
-            return max(planned, done), planned
+            return max(planned, done)
         highest = self.table(EVENTS).select("batch_id")
         for table in (REJECTS, FRONTIER, FILES):
             highest = highest.unionByName(self.table(table).select("batch_id"))
-        return max(highest.agg(F.max("batch_id")).first()[0] or 0, done), planned
+        return max(highest.agg(F.max("batch_id")).first()[0] or 0, done)
 
     def batch_events(self, batch_id: int) -> dict[str, tuple[int, int]]:
         """Per file, the events a batch wrote and their greatest commit_lsn (data skipping on batch_id
@@ -207,10 +231,13 @@ class Ledger:
         return [r.asDict() for r in self.table(FILES).drop("done_at").collect()]
 
     def frontiers(self) -> dict[str, int | None]:
-        latest = (
-            self.table(FRONTIER).groupBy("source_id").agg(F.max_by("frontier_lsn", "batch_id").alias("lsn"))
-        )
-        return {row.source_id: row.lsn for row in latest.collect()}
+        """Per source, its frontier as of its latest batch. One row per source per batch: read whole
+        and reduced here, which takes one small job where Spark's aggregate takes a shuffle."""
+        latest: dict[str, tuple[int, int | None]] = {}
+        for row in self.table(FRONTIER).select("source_id", "batch_id", "frontier_lsn").collect():
+            if row.source_id not in latest or row.batch_id > latest[row.source_id][0]:
+                latest[row.source_id] = (row.batch_id, row.frontier_lsn)
+        return {source: lsn for source, (_, lsn) in latest.items()}
 
 
 def file_states(file_rows: list[dict]) -> dict[str, FileState]:

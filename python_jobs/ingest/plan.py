@@ -103,9 +103,12 @@ def check_unchanged(listed: list[LandingFile], states: dict[str, FileState], pla
 
 
 def write_plan(ledger: Ledger, batch_id: int, planned_at: datetime, plan: list[PlannedFile]) -> None:
-    """Append the plan to ``wal_batches`` in one commit, and check that no other run planned this batch."""
+    """Append the plan to ``wal_batches`` in one commit, and check that no other run planned this batch:
+    the table's latest commit is this run's append, or else the batch's plan as stored is this one."""
     rows = [p.row(batch_id, planned_at) for p in plan]
     ledger.append(BATCHES, ledger.spark.createDataFrame(rows, SCHEMAS[BATCHES]), batch_id)
+    if ledger.rows_committed(BATCHES, batch_id) == len(rows):
+        return  # committed by this run: another run's plan of this batch would have made it skip
     _, stored = ledger.plan_of(batch_id)
     if {(p.landing_file, p.from_line) for p in stored} != {(p.landing_file, p.from_line) for p in plan}:
         raise IngestError(

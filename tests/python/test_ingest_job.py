@@ -6,7 +6,9 @@ from __future__ import annotations
 import gzip
 import io
 import itertools
+import json
 import shutil
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -14,6 +16,7 @@ import pytest
 from python_jobs.ingest import cli, job, plan
 from python_jobs.ingest.landing import LandingFile
 from python_jobs.ingest.ledger import BATCHES, EVENTS, FILES, FRONTIER, REJECTS, Ledger, PlannedFile, totals
+from python_jobs.lsn import parse_lsn
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "wal2json" / "accounts.jsonl"
 FIXTURE_LINES = FIXTURE.read_text().splitlines(keepends=True)
@@ -478,3 +481,54 @@ def test_a_ledger_dropped_beside_kept_events_numbers_its_batches_above_theirs(sp
     assert summary.landed == 15 and summary.balanced
     events = rows(spark, schema, EVENTS)
     assert sorted(e["batch_id"] for e in events) == [1] * 15 + [2] * 15
+
+
+def test_events_are_counted_from_their_commit_unless_a_line_fails_its_full_parse(
+    spark, landing, schema, monkeypatch
+):
+    counted_back = []
+    original = Ledger.batch_events
+    monkeypatch.setattr(Ledger, "batch_events", lambda self, b: counted_back.append(b) or original(self, b))
+    last_commit = parse_lsn(json.loads(FIXTURE_LINES[8])["lsn"])
+
+    # A clean batch: its events' own Delta commit says how many landed; wal_events is not read back.
+    write(landing / "src" / "0001.jsonl", FIXTURE_LINES[:9])
+    summary, _ = ingest(spark, landing, schema)
+    assert counted_back == [] and (summary.landed, summary.control) == (5, 4) and summary.balanced
+    history = spark.sql(f"describe history {schema}.{EVENTS} limit 1").first()
+    assert history.userMetadata.startswith("wal_lake ingest batch 1, run ")
+    assert frontier(spark, schema) == last_commit
+
+    # A line that frames as an event but whose key is missing once parsed in full: fewer rows are
+    # committed than the outcomes land, so the batch counts wal_events and finds the late reject.
+    keyless = FIXTURE_LINES[1].replace('{"name":"id",', '{"name":"other",', 1)
+    write(landing / "src" / "0002.jsonl", [FIXTURE_LINES[0], keyless, *FIXTURE_LINES[2:9]])
+    summary, _ = ingest(spark, landing, schema)
+    assert counted_back == [2] and (summary.landed, summary.rejected) == (4, 1) and summary.balanced
+    [reject] = rows(spark, schema, REJECTS)
+    assert (reject["landing_line"], reject["batch_id"]) == (2, 2) and "key" in reject["reason"]
+    assert frontier(spark, schema) == last_commit
+
+
+def test_a_plan_is_checked_by_its_own_commit_and_read_back_when_another_run_planned_the_batch(
+    spark, schema, monkeypatch
+):
+    ours, theirs = Ledger(spark, schema), Ledger(spark, schema)
+    ours.ensure_tables()
+    read_back = []
+    original = Ledger.plan_of
+    monkeypatch.setattr(Ledger, "plan_of", lambda self, b: read_back.append(b) or original(self, b))
+    planned = PlannedFile("src", "file:/a.jsonl", "wal2json", 1, 10, None)
+    other = PlannedFile("src", "file:/b.jsonl", "wal2json", 1, 10, None)
+    when = datetime(2026, 1, 1, tzinfo=UTC)
+
+    plan.write_plan(ours, 1, when, [planned])  # this run's commit: nothing to read back
+    assert read_back == []
+    # Another run planning batch 1 again: Delta skips its append; the plan read back is not its own.
+    with pytest.raises(job.IngestError, match="batch 1 was planned by another ingestion run"):
+        plan.write_plan(theirs, 1, when, [other])
+    assert read_back == [1]
+    # The same plan written again (a run that planned it in the same way) passes, once read back.
+    plan.write_plan(theirs, 1, when, [planned])
+    assert read_back == [1, 1]
+    assert len(rows(spark, schema, BATCHES)) == 1
