@@ -117,11 +117,6 @@ def line_stats(sets: list[ChangeSet]) -> dict[tuple[str, str], LineStats]:
     }
 
 
-def landing_count(stats: dict[tuple[str, str], LineStats]) -> dict[str, int]:
-    """Per file, its lines that land by the transforms' outcomes."""
-    return {path: s.n for (path, kind), s in stats.items() if kind == KIND_LANDED}
-
-
 def landing_events(stats: dict[tuple[str, str], LineStats]) -> dict[str, tuple[int, int]]:
     """Per file, (its lines that land, their greatest commit_lsn) by the outcomes: what the events'
     append writes when no line turns out unusable once parsed in full (as ``written``)."""

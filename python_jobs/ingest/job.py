@@ -26,10 +26,8 @@ from python_jobs.ingest import table_keys
 from python_jobs.ingest.accounting import (
     KIND_REJECTED,
     BatchResult,
-    LineStats,
     RunSummary,
     file_outcomes,
-    landing_count,
     landing_events,
     line_stats,
 )
@@ -129,14 +127,14 @@ def _advanced_frontiers(
 
 
 def _events_written(
-    ledger: Ledger, batch_id: int, stats: dict[tuple[str, str], LineStats]
+    ledger: Ledger, batch_id: int, landing: dict[str, tuple[int, int]]
 ) -> dict[str, tuple[int, int]]:
-    """Per file, the events the batch's append wrote and their greatest commit_lsn.
+    """Per file, the events the batch's append wrote and their greatest commit_lsn, given per file the
+    lines that land by the outcomes and their greatest commit_lsn (``landing``).
 
     When the append's own commit wrote as many rows as lines land by the outcomes, no line was
     unusable once parsed in full, and the outcomes say it all. Otherwise (late rejects, or an append
     skipped as committed by an earlier execution of the batch) the events are counted in wal_events."""
-    landing = landing_events(stats)
     if ledger.rows_committed(EVENTS, batch_id) == sum(n for n, _ in landing.values()):
         return landing
     return ledger.batch_events(batch_id)
@@ -163,13 +161,14 @@ def load(
             df.unpersist()
 
     ledger.append(EVENTS, union_all([cs.events for cs in sets]).select("*", *stamp), batch_id)
-    written = _events_written(ledger, batch_id, stats)
+    landing = landing_events(stats)
+    written = _events_written(ledger, batch_id, landing)
     # The early rejects' text is read again from the files: only when there are any.
     any_early = any(kind == KIND_REJECTED for _, kind in stats)
     rejects = [cs.early_rejects for cs in sets] if any_early else []
     late: dict[str, int] = {}
     late_frame = None
-    if any(written.get(path, (0, None))[0] != n for path, n in landing_count(stats).items()):
+    if any(written.get(path, (0, None))[0] != n for path, (n, _) in landing.items()):
         late_sets = [cs.late_rejects for cs in sets if cs.late_rejects is not None]
         if late_sets:
             late_frame = union_all(late_sets).persist(StorageLevel.MEMORY_AND_DISK)
