@@ -13,6 +13,7 @@ import fcntl
 import logging
 import os
 import re
+import sys
 from pathlib import Path
 from typing import IO
 
@@ -92,6 +93,8 @@ def get_spark(app_name: str = "wal_lake", extra_conf: dict[str, str] | None = No
     # A session for a cluster master (spark-submit --master ...) keeps the master it was given.
     if os.environ.get("WAL_LAKE_SPARK_MASTER"):
         conf["spark.master"] = os.environ["WAL_LAKE_SPARK_MASTER"]
+    else:
+        use_this_python_in_workers()
     conf["spark.app.name"] = app_name
     conf.update(extra_spark_conf())
     conf.update(extra_conf or {})
@@ -106,6 +109,15 @@ def get_spark(app_name: str = "wal_lake", extra_conf: dict[str, str] | None = No
     session = builder.getOrCreate()
     open_metastore(session, conf)
     return session
+
+
+def use_this_python_in_workers() -> None:
+    """Spark's Python workers on this machine run this process's interpreter (the project's virtual
+    environment), not whatever ``python3`` is first on the PATH. A batch's small frames built from
+    Python rows go through those workers, and PySpark refuses a worker of another minor version
+    (PYTHON_VERSION_MISMATCH): on a machine whose ``python3`` is 3.12, every batch would fail.
+    ``PYSPARK_PYTHON``, when set, still wins."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 
 def _metastore_held(conf: dict[str, str]) -> SparkSetupError:

@@ -8,6 +8,7 @@ import io
 import itertools
 import json
 import shutil
+import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -52,6 +53,14 @@ def rows(spark, schema: str, table: str) -> list[dict]:
 
 def frontier(spark, schema: str) -> int | None:
     return Ledger(spark, schema).frontiers().get("src")
+
+
+def test_spark_python_workers_run_the_interpreter_of_the_job(spark):
+    """The plan, the file outcomes and the ledger rows are frames built from Python rows, which go
+    through Spark's Python workers: those run this process's interpreter (the virtual environment),
+    not the first ``python3`` on the PATH, which may be another Python version."""
+    ran_in = spark.sparkContext.parallelize([0], 1).map(lambda _: sys.executable).first()
+    assert ran_in == sys.executable
 
 
 def test_fixture_lands_once_and_a_rerun_adds_nothing(spark, landing, schema):
