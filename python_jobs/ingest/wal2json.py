@@ -132,6 +132,9 @@ def _classified(lines: DataFrame) -> tuple[DataFrame, DataFrame]:
     numbered = number_in_files(lines)
     kind = F.col("kind")
     landing = kind == KIND_EVENT
+    # A non-transactional message's position is its own (as in _events), not that of the
+    # transaction before it: the batch's frontier is taken from these positions.
+    standalone = F.coalesce(F.col("non_tx_message"), F.lit(False))
     return numbered, classify(numbered).select(
         "source_id",
         "file_no",
@@ -144,8 +147,12 @@ def _classified(lines: DataFrame) -> tuple[DataFrame, DataFrame]:
         ((kind == KIND_REJECT) & F.col("line_error").isNull() & F.col("code").isin(ROW_CODES)).alias(
             "content_first"
         ),
-        F.when(landing, F.col("commit_lsn")).alias("commit_lsn"),
-        F.when(landing, F.col("commit_idx")).alias("commit_idx"),
+        F.when(landing & standalone, F.col("lsn_value"))
+        .when(landing, F.col("commit_lsn"))
+        .alias("commit_lsn"),
+        F.when(landing & standalone, F.lit(STANDALONE_IDX))
+        .when(landing, F.col("commit_idx"))
+        .alias("commit_idx"),
         F.when(landing, F.col("commit_ts")).alias("commit_ts"),
     )
 

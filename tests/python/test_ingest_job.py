@@ -122,6 +122,31 @@ def test_a_transaction_split_across_files_lands_once_when_complete(spark, landin
     }
 
 
+def test_a_message_after_the_last_commit_moves_the_frontier_to_its_own_position(spark, landing, schema):
+    # A non-transactional message is whole by itself. Landed after the last commit (here alone in its
+    # file, as a capture that stops right after one writes it), the frontier goes up to its LSN:
+    # behind it, the models would hold the message back, and read past its batch once it moved on.
+    message_lsn = LAST_COMMIT + 0x100
+    message = {
+        "action": "M",
+        "xid": None,
+        "timestamp": None,
+        "lsn": f"0/{message_lsn:X}",
+        "transactional": False,
+        "prefix": "wal_lake.workload",
+        "content": "beat",
+    }
+    write(landing / "src" / "0001.jsonl", FIXTURE_LINES)
+    write(landing / "src" / "0002.jsonl", [json.dumps(message) + "\n"])
+    summary, _ = ingest(spark, landing, schema)
+    assert (summary.landed, summary.rejected, summary.pending_end) == (16, 0, 0)
+    messages = [
+        (e["commit_lsn"], e["commit_idx"]) for e in rows(spark, schema, EVENTS) if e["action"] == "message"
+    ]
+    assert (message_lsn, -1) in messages
+    assert frontier(spark, schema) == message_lsn
+
+
 def test_one_file_per_batch_rereads_the_pending_tail(spark, landing, schema):
     write(landing / "src" / "0001.jsonl", FIXTURE_LINES[:7])
     write(landing / "src" / "0002.jsonl", FIXTURE_LINES[7:])
