@@ -96,8 +96,9 @@ def _events(parsed: DataFrame) -> DataFrame:
         action = action.when(code == wal_code, F.lit(name))
     return parsed.select(
         "source_id",
-        F.when(standalone, F.col("lsn_value")).otherwise(F.col("commit_lsn")).alias("commit_lsn"),
-        F.when(standalone, F.lit(STANDALONE_IDX)).otherwise(F.col("commit_idx")).alias("commit_idx"),
+        # A non-transactional message's own position, (its lsn, STANDALONE_IDX), is set in _classified.
+        "commit_lsn",
+        "commit_idx",
         F.col("lsn_value").alias("change_lsn"),
         F.col("xid_value").alias("xid"),
         F.try_to_timestamp(F.when(standalone, r["timestamp"]).otherwise(F.col("commit_ts"))).alias(
@@ -132,8 +133,8 @@ def _classified(lines: DataFrame) -> tuple[DataFrame, DataFrame]:
     numbered = number_in_files(lines)
     kind = F.col("kind")
     landing = kind == KIND_EVENT
-    # A non-transactional message's position is its own (as in _events), not that of the
-    # transaction before it: the batch's frontier is taken from these positions.
+    # A non-transactional message's position is its own, not that of the transaction before it:
+    # its event (_events) and the batch's frontier (from the outcomes) both take it from here.
     standalone = F.coalesce(F.col("non_tx_message"), F.lit(False))
     return numbered, classify(numbered).select(
         "source_id",
