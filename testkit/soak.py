@@ -38,7 +38,7 @@ import psycopg
 from psycopg import sql
 
 from python_jobs import capture
-from python_jobs.capture.slot import wal_flush_lsn
+from python_jobs.capture.slot import settled_lsn
 from python_jobs.lsn import parse_lsn
 from testkit import oracle, workload
 from testkit.pg_server import PostgresServer
@@ -127,11 +127,12 @@ def run_seed(admin_dsn: str, seed: int, args: argparse.Namespace, landing: Path)
             cut = str(rng.choice([30, 300]))
             if run_capture([*base, "--once", "--max-changes-per-file", cut], stop) != 0:
                 return [f"seed {seed}: capture without advancing failed"], ""
-    # What the final capture is asked for: every commit flushed before it starts. Postgres may commit
-    # more on its own afterwards (autovacuum's analyze: an empty B/C transaction), which the reference
-    # slot, peeked later, decodes too; those were never the capture's to land.
+    # What the final capture is asked for: everything written before it starts, the workload's last
+    # heartbeat included once flushed (settled_lsn). Postgres may commit more on its own afterwards
+    # (autovacuum's analyze: an empty B/C transaction), which the reference slot, peeked later,
+    # decodes too; those were never the capture's to land.
     with psycopg.connect(dsn) as conn:
-        settled = wal_flush_lsn(conn)
+        settled = settled_lsn(conn)
     if run_capture([*base, "--once", "--max-changes-per-file", str(rng.choice([50, 500]))]) != 0:
         return [f"seed {seed}: final capture failed"], ""
 

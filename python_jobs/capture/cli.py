@@ -16,8 +16,8 @@ from python_jobs.capture.slot import (
     check_slot,
     create_validated_slot,
     lock_slot,
+    settled_lsn,
     slot_info,
-    wal_flush_lsn,
 )
 from python_jobs.capture.snapshot import snapshot_unless_landed
 from python_jobs.capture.stream import Totals, drain, follow
@@ -37,7 +37,7 @@ def run(args: argparse.Namespace, stop: threading.Event) -> Totals:
         log(f"capturing slot '{args.slot}' of database '{conn.info.dbname}' into {landing_dir}")
         max_changes = args.max_changes_per_file
         if args.once:
-            drain(conn, args.slot, landing_dir, max_changes, totals, log, stop, upto_lsn=wal_flush_lsn(conn))
+            drain(conn, args.slot, landing_dir, max_changes, totals, log, stop, upto_lsn=settled_lsn(conn))
         else:
             follow(conn, args.slot, landing_dir, max_changes, totals, log, stop, args.poll_interval)
         print(summary_line(args, source_id, totals, slot_info(conn, args.slot)), flush=True)

@@ -36,6 +36,8 @@ BROKEN_SLOT_MARKER = "could not map filenode"
 SLOT_ATTEMPTS = 3
 # Seconds a new slot's validation waits for the transactions open at its creation to end.
 VALIDATION_TIMEOUT = 120.0
+# Seconds a --once capture waits for the WAL written before it to be flushed (settled_lsn).
+SETTLE_TIMEOUT = 5.0
 
 
 def slot_info(conn: psycopg.Connection, slot: str) -> dict | None:
@@ -128,6 +130,21 @@ def validate_or_drop(conn: psycopg.Connection, slot: str, log) -> bool:
 
 def wal_flush_lsn(conn: psycopg.Connection) -> int:
     return parse_lsn(conn.execute("select pg_current_wal_flush_lsn()::text").fetchone()[0])
+
+
+def settled_lsn(conn: psycopg.Connection, timeout: float = SETTLE_TIMEOUT) -> int:
+    """The WAL flush position, once it has reached every record written before this call (or after
+    ``timeout`` seconds, as far as it got).
+
+    Decoding stops at the flush position. A commit is flushed as it is written, but a
+    non-transactional logical message (a heartbeat) is not: Postgres 15 writes it and leaves the
+    flush to the WAL writer (``wal_writer_delay``, 200 ms by default), so a capture that asked for
+    the flush position right after one would land it only in its next run."""
+    written = parse_lsn(conn.execute("select pg_current_wal_insert_lsn()::text").fetchone()[0])
+    deadline = time.monotonic() + timeout
+    while (flushed := wal_flush_lsn(conn)) < written and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return flushed
 
 
 def validate_new_slot(conn: psycopg.Connection, slot: str, log, timeout: float | None = None) -> bool:

@@ -327,6 +327,25 @@ def test_commit_right_after_a_non_transactional_message_is_not_skipped(postgres,
 
 
 @pytest.mark.postgres
+def test_once_lands_a_message_written_just_before_it(postgres, tmp_path):
+    """Postgres 15 writes a non-transactional message without flushing it, and decoding stops at the
+    flush position: a ``--once`` capture started right after a heartbeat lands it (it waits for the
+    WAL written before it to be flushed), instead of leaving it to its next run."""
+    dsn = fresh_database(postgres, "message_once")
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("create table t (id int primary key)")
+    assert run_capture(dsn, tmp_path, "--once") == 0
+    for n in range(3):
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute("insert into t values (%s)", (n,))
+            conn.execute("select pg_logical_emit_message(false, 'heartbeat', %s)", (f"beat {n}",))
+        assert run_capture(dsn, tmp_path, "--once") == 0
+        records = [json.loads(line) for line in landed_lines(landed_files(tmp_path, source_id(dsn)))]
+        beats = [r["content"] for r in records if r["action"] == "M"]
+        assert beats == [f"beat {k}" for k in range(n + 1)], f"run {n}: landed {beats}"
+
+
+@pytest.mark.postgres
 def test_a_slot_that_could_not_be_validated_is_not_used(postgres, tmp_path, capsys, monkeypatch):
     """A transaction that outlives the validation's wait leaves the new slot unproven: the run fails
     and drops the slot (a rerun would otherwise stream from it as if it had been checked)."""
