@@ -135,7 +135,7 @@ def _classified(lines: DataFrame) -> tuple[DataFrame, DataFrame]:
     landing = kind == KIND_EVENT
     # A non-transactional message's position is its own, not that of the transaction before it:
     # its event (_events) and the batch's frontier (from the outcomes) both take it from here.
-    standalone = F.coalesce(F.col("non_tx_message"), F.lit(False))
+    standalone = F.col("non_tx_message")
     return numbered, classify(numbered).select(
         "source_id",
         "file_no",
