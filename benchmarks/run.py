@@ -18,7 +18,11 @@ DBT_TARGET_PATH and DBT_LOG_PATH point into a temp dir; nothing is written into 
    mirrors; ``--skip-mirrors`` leaves them out); then the held-back increment (10k changes) lands
    and each runs again: the incremental cost;
 2. the physical reference on the main zone: ``spark.read.text`` + ``from_json`` + an aggregate;
-3. the peers on the main zone: a hand-written PySpark job (benchmarks/peer_pyspark.py) and DuckDB
+3. the stack's floor on the main zone (``--skip-floor`` leaves it out): a parse and Delta append of
+   the same files, then one ``dbt run`` of benchmarks/floor_project (a change log appended, the
+   latest touch per record merged), and the same on the increment: what any dbt-on-Spark pipeline of
+   wal_lake's shape pays on this machine, with none of wal_lake's work;
+4. the peers on the main zone: a hand-written PySpark job (benchmarks/peer_pyspark.py) and DuckDB
    (benchmarks/peer_duckdb.py), with their row counts checked against wal_lake's;
 
 and the Spark driver's peak memory (the JVM's resident set, polled from /proc) per stage. Prints a
@@ -58,6 +62,11 @@ STATE_STAGE = "dbt run " + " ".join(STATE_MODELS)
 # python_jobs.mirrors before the first run).
 MIRROR_MODELS = ("column_registry", "tag:mirror", "mirror_tables", "mirror_rejects")
 MIRROR_STAGE = "dbt run mirrors"
+# The stack's floor (benchmarks/floor_project): a parse and Delta append of the same files, then the
+# two trivial incremental models in one dbt run; in a schema of its own.
+FLOOR_SCHEMA = "bench_floor"
+FLOOR_APPEND = "parse + Delta append"
+FLOOR_DBT = "dbt run floor_log floor_state"
 
 
 # --- memory -----------------------------------------------------------------------------------------
@@ -261,6 +270,66 @@ class Bench:
             )
 
         self.measure("raw parse (read.text + from_json + count)", history, parse, note=f"{len(files)} files")
+
+    # -- the stack's floor: the same shape, none of wal_lake's work
+
+    def floor_dbt(self, *args: str) -> float:
+        """Run the floor project (benchmarks/floor_project) in-process, with its own target path."""
+        from dbt.cli.main import dbtRunner
+
+        project = PROJECT_DIR / "benchmarks" / "floor_project"
+        result = dbtRunner().invoke(
+            [
+                *args,
+                "--quiet",
+                "--project-dir",
+                str(project),
+                "--profiles-dir",
+                str(PROJECT_DIR),
+                "--target-path",
+                str(self.scratch / "floor_target"),
+                "--vars",
+                json.dumps({"floor_events": f"{FLOOR_SCHEMA}.events"}),
+            ]
+        )
+        if not result.success:
+            raise RuntimeError(f"floor dbt {' '.join(args)} failed: {result.exception}")
+        return float(sum(r.execution_time for r in result.result.results))
+
+    def floor_append(self, files: list[str], batch: int) -> None:
+        """A parse and Delta append of the files: read.text, from_json, one append, nothing else."""
+        from pyspark.sql import functions as F
+
+        from python_jobs.ingest.wal2json import RECORD_SCHEMA
+
+        (
+            self.spark.read.text(files)
+            .select(F.from_json("value", RECORD_SCHEMA).alias("r"))
+            .select(F.lit(batch).alias("batch"), "r.*")
+            .write.format("delta")
+            .mode("append")
+            .saveAsTable(f"{FLOOR_SCHEMA}.events")
+        )
+
+    def floor(self, zone: gen.Zone, history: int, increment: list[str] | None = None) -> None:
+        """The floor's stages on the history (increment None) or on the released increment's files."""
+        schema = os.environ.get("WAL_LAKE_SCHEMA")
+        os.environ["WAL_LAKE_SCHEMA"] = FLOOR_SCHEMA
+        try:
+            if increment is None:
+                self.spark.sql(f"drop schema if exists {FLOOR_SCHEMA} cascade")
+                self.spark.sql(f"create schema {FLOOR_SCHEMA}")
+                files, batch, prefix, changes = zone.history_files(), 0, "[floor]", history
+            else:
+                files, batch, changes = increment, 1, zone.increment_changes
+                prefix = f"[floor] +{_short(changes)}"
+            self.measure(f"{prefix} {FLOOR_APPEND}", changes, lambda: self.floor_append(files, batch))
+            self.measure(f"{prefix} {FLOOR_DBT}", changes, lambda: self.floor_dbt("run"))
+        finally:
+            if schema is None:
+                os.environ.pop("WAL_LAKE_SCHEMA", None)
+            else:
+                os.environ["WAL_LAKE_SCHEMA"] = schema
 
     def wal_lake(self, zone: gen.Zone, history: int) -> None:
         from python_jobs import mirrors
@@ -498,6 +567,48 @@ def evaluate(results: Results, main_tag: str, histories: list[int], increment: i
                     ratio <= GOAL_MART_VS_PEER,
                 )
             )
+    floor_append, floor_dbt = s(f"[floor] {FLOOR_APPEND}"), s(f"[floor] {FLOOR_DBT}")
+    if floor_append and parse:
+        results.goals.append(
+            (
+                "(info) the floor's parse + Delta append vs raw parse",
+                f"{floor_append.seconds / parse.seconds:.2f}x",
+                True,
+            )
+        )
+    if floor_append and ingest:
+        results.goals.append(
+            (
+                "(info) ingest vs the floor's parse + Delta append",
+                f"{ingest.seconds / floor_append.seconds:.2f}x",
+                True,
+            )
+        )
+    if floor_append and floor_dbt and ingest and seq and cons:
+        floor_total = floor_append.seconds + floor_dbt.seconds
+        results.goals.append(
+            (
+                "(info) end to end vs the floor's (append + one dbt run)",
+                f"{(ingest.seconds + seq.seconds + cons.seconds) / floor_total:.2f}x "
+                f"({floor_total:.1f}s, {floor_total / parse.seconds:.2f}x raw parse)"
+                if parse
+                else f"{(ingest.seconds + seq.seconds + cons.seconds) / floor_total:.2f}x",
+                True,
+            )
+        )
+    floor_inc = [s(f"[floor] +{inc} {x}") for x in (FLOOR_APPEND, FLOOR_DBT)]
+    main_inc = next((total for h, total in incs.items() if _short(h) == main_tag), None)
+    if all(floor_inc):
+        floor_total = sum(p.seconds for p in floor_inc)
+        results.stages.append(Stage(f"[floor] +{inc} total", floor_total, increment))
+        if main_inc:
+            results.goals.append(
+                (
+                    f"(info) +{inc} on {main_tag} vs the floor's +{inc}",
+                    f"{main_inc.seconds / floor_total:.2f}x ({main_inc.seconds:.1f}s / {floor_total:.1f}s)",
+                    True,
+                )
+            )
     if ingest and seq and peer_log:
         ratio = (ingest.seconds + seq.seconds) / peer_log.seconds
         results.goals.append(
@@ -572,6 +683,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--skip-peers", action="store_true", help="no peer jobs")
     parser.add_argument("--skip-duckdb", action="store_true", help="no DuckDB peer")
     parser.add_argument("--skip-mirrors", action="store_true", help="no typed mirrors")
+    parser.add_argument(
+        "--skip-floor", action="store_true", help="no floor stages (benchmarks/floor_project)"
+    )
     parser.add_argument("--duckdb-threads", type=int, default=2)
     parser.add_argument("--json", type=Path, help="also write the figures as JSON to this file")
     gen.add_knob_args(parser)
@@ -643,7 +757,12 @@ def main(argv: list[str] | None = None) -> int:
         for h in histories:
             if h == args.changes:
                 bench.raw_parse(zones[h], h)
+                if not args.skip_floor:
+                    bench.floor(zones[h], h)
             bench.wal_lake(zones[h], h)
+            if h == args.changes and not args.skip_floor and zones[h].increment_files:
+                zone = zones[h]
+                bench.floor(zone, h, [str(zone.source_dir / Path(p).name) for p in zone.increment_files])
         if not args.skip_peers:
             bench.peers(zones[args.changes], args.changes, results.generated[f"live_{_short(args.changes)}"])
     finally:
