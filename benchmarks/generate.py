@@ -20,7 +20,7 @@ records at the end (a moved row's old key gone, its new key live) and ``Zone.liv
 (outside the landing zone: ingestion skips names starting with ``_``); ``release_increment`` moves
 them in, for the incremental-cost runs.
 
-    python -m benchmarks.generate --out /tmp/zone --changes 1000000
+    python -m benchmarks.generate --out landing/bench --changes 1000000
 """
 
 from __future__ import annotations

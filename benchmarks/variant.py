@@ -4,7 +4,7 @@
 
 Writes one table of a small nested document per row (a customer struct, an array of items, a total,
 a note) as ``string``, copies it with ``parse_json`` as ``variant``, and runs the same query on each:
-a field grouped, a decimal summed (BENCHMARKS.md, "VARIANT for json"). Uses a scratch warehouse.
+a field grouped, a decimal summed (BENCHMARKS.md, "Other measurements"). Uses a scratch warehouse.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Soak test: many seeds of random workload, captured live, checked against the Python oracle.
 
     python -m testkit.soak --seeds 1-20 --transactions 400
-    scripts/soak.sh --seeds 7 --keep --landing /tmp/soak_landing
+    scripts/soak.sh --seeds 7 --keep --landing landing/soak
 
 For each seed, in its own database (so its slot is its own source_id): create the workload's tables
 and some rows, start the workload from several sessions, take the capture's initial snapshot while
