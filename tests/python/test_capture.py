@@ -374,16 +374,18 @@ def test_a_slot_that_could_not_be_validated_is_not_used(postgres, tmp_path, caps
 
 
 @pytest.mark.postgres
-def test_snapshot_survives_a_deadlock_with_a_truncate_of_several_tables(postgres, tmp_path, monkeypatch):
-    """The snapshot reads tables one by one, holding each; a transaction truncating them the other
-    way round deadlocks with it, and Postgres may cancel the snapshot's read: it reads again."""
+def test_snapshot_survives_a_truncate_of_several_tables(postgres, tmp_path, monkeypatch):
+    """A transaction truncating the tables the other way round while the snapshot reads them. Read
+    in one transaction that holds every table it has read, the two deadlocked and Postgres cancelled
+    one of them; each table is now read in a transaction of its own (holding one table at a time),
+    and the truncates, which commit after the snapshot's point, stream after it."""
     dsn = fresh_database(postgres, "snapshot_deadlock")
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute("create table a (id int primary key); create table b (id int primary key)")
         conn.execute("insert into a values (1); insert into b values (2)")
     truncater = psycopg.connect(dsn)
     watcher = psycopg.connect(dsn, autocommit=True)
-    original = capture.snapshot._read_lines
+    original = capture.snapshot.read_table
     finished: list[BaseException | None] = []
 
     def truncate_the_other_way():
@@ -399,15 +401,15 @@ def test_snapshot_survives_a_deadlock_with_a_truncate_of_several_tables(postgres
 
     other = threading.Thread(target=truncate_the_other_way)
 
-    def read_with_a_truncate_under_way(conn, shape, head):
+    def read_with_a_truncate_under_way(conn, snapshot_name, shape, *args):
         if shape.table == "a" and not other.is_alive() and not finished:
             truncater.execute("truncate b")  # the snapshot will wait for b first
             other.start()
-        return original(conn, shape, head)
+        return original(conn, snapshot_name, shape, *args)
 
-    monkeypatch.setattr(capture.snapshot, "_read_lines", read_with_a_truncate_under_way)
+    monkeypatch.setattr(capture.snapshot, "read_table", read_with_a_truncate_under_way)
     try:
-        assert run_capture(dsn, tmp_path, "--once", "--snapshot") == 0
+        assert run_capture(dsn, tmp_path, "--once", "--snapshot", "--snapshot-jobs", "1") == 0
         other.join(timeout=30)
     finally:
         truncater.close()
@@ -682,3 +684,36 @@ def test_slot_broken_by_a_concurrent_truncate_is_created_again(postgres, tmp_pat
     assert any('"value":3' in line for line in lines)
     if snapshot:
         assert_replay_matches(dsn, lines)
+
+
+@pytest.mark.postgres
+def test_snapshot_reads_each_inherited_table_once_and_skips_unlogged_tables(postgres, tmp_path, capsys):
+    """A parent's plain select also returns its children's rows (legacy partitioning, TimescaleDB),
+    which the stream reports under the child: the snapshot reads each table ``ONLY``. An unlogged
+    table writes no WAL, so no slot ever streams it: the snapshot leaves it out, with a warning."""
+    dsn = fresh_database(postgres, "inherit")
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(
+            "create table measures (id int primary key, v text);"
+            " create table measures_2026 (check (id > 100)) inherits (measures);"
+            " alter table measures_2026 add primary key (id);"
+            " insert into measures values (1, 'parent');"
+            " insert into measures_2026 values (101, 'child'), (102, 'child');"
+            " create unlogged table scratch (id int primary key); insert into scratch values (1)"
+        )
+    slot = slot_name(dsn)
+    assert (
+        capture.main(["--dsn", dsn, "--slot", slot, "--landing", str(tmp_path), "--once", "--snapshot"]) == 0
+    )
+    assert "unlogged table public.scratch is not captured" in capsys.readouterr().err
+    lines = landed_lines(landed_files(tmp_path, source_id(dsn)))
+    reads = Counter(
+        (r["table"], r["columns"][0]["value"]) for r in map(json.loads, lines) if r["action"] == "R"
+    )
+    assert reads == {("measures", 1): 1, ("measures_2026", 101): 1, ("measures_2026", 102): 1}
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(
+            "update measures_2026 set v = 'changed' where id = 101; delete from measures where id = 1"
+        )
+    assert run_capture(dsn, tmp_path, "--once") == 0
+    assert_replay_matches(dsn, landed_lines(landed_files(tmp_path, source_id(dsn))))
