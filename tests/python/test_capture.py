@@ -717,3 +717,140 @@ def test_snapshot_reads_each_inherited_table_once_and_skips_unlogged_tables(post
         )
     assert run_capture(dsn, tmp_path, "--once") == 0
     assert_replay_matches(dsn, landed_lines(landed_files(tmp_path, source_id(dsn))))
+
+
+def snapshot_records(files: list[Path]) -> list[dict]:
+    return [json.loads(line) for path in files if capture.is_snapshot_file(path.name) for line in path.open()]
+
+
+def read_keys(records: list[dict]) -> Counter:
+    """How often each row of a table with a key (table and key values) was read."""
+    return Counter(
+        (
+            r["table"],
+            json.dumps([c["value"] for c in r["columns"] if c["name"] in {k["name"] for k in r["pk"]}]),
+        )
+        for r in records
+        if r["action"] == "R" and r["pk"]
+    )
+
+
+def fill_big_table(dsn: str, rows: int) -> None:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("create table big (id bigint primary key, payload text)")
+        conn.execute(
+            "insert into big select n, repeat(md5(n::text), 8) from generate_series(1, %s) n", (rows,)
+        )
+        conn.execute("analyze big")
+
+
+@pytest.mark.postgres
+def test_snapshot_split_over_files_is_one_transaction_in_order(postgres, tmp_path):
+    """With a small --snapshot-file-mb the snapshot lands in many files, read by two connections: one
+    ``B`` at the head of the first, one ``C`` at the end of the last, every row once, names in order
+    and before every streamed file, each file about the size asked for."""
+    dsn = fresh_database(postgres, "snapshot_split")
+    prepare(dsn, seed=18, initial_rows=80)
+    file_mb = 0.004  # about 4 kB
+    args = ("--once", "--snapshot", "--snapshot-file-mb", str(file_mb), "--snapshot-jobs", "2")
+    assert run_capture(dsn, tmp_path, *args) == 0
+    source = tmp_path / source_id(dsn)
+    files = landed_files(tmp_path, source.name)
+    assert len(files) > 5
+    lsn = files[0].name[:16]
+    assert [p.name for p in files] == [
+        f"{lsn}-{lsn}-snapshot-{n:06d}.jsonl" for n in range(1, len(files) + 1)
+    ], "parts numbered in order"
+    line_bytes = max(len(line) for p in files for line in p.read_bytes().splitlines(keepends=True))
+    assert all(p.stat().st_size <= 2 * file_mb * 1024 * 1024 + line_bytes for p in files)
+    records = snapshot_records(files)
+    assert [r["action"] for r in records].count("B") == 1 and records[0]["action"] == "B"
+    assert [r["action"] for r in records].count("C") == 1 and records[-1]["action"] == "C"
+    before, _types, _keys = database_truth(dsn)
+    reads = read_keys(records)
+    assert set(reads.values()) == {1}, reads.most_common(3)
+    assert len([r for r in records if r["action"] == "R"]) == sum(len(v) for v in before.values())
+    assert not list(source.glob(".*")), "no temporary or state file left"
+
+    workload.run_workload(dsn, seed=18, transactions=60, sessions=2, create=False)
+    assert run_capture(dsn, tmp_path, *args) == 0  # rerun: the snapshot is there, streams on
+    streamed = landed_files(tmp_path, source.name)[len(files) :]
+    assert streamed and all(p.name > files[-1].name for p in streamed)
+    assert_replay_matches(dsn, landed_lines(landed_files(tmp_path, source.name)))
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_a_snapshot_killed_at_a_random_point_converges_on_rerun(postgres, tmp_path, seed):
+    """A capture process killed -9 at a random moment of its snapshot (seed 0: as soon as it has
+    written a part), then run again: the rerun drops the slot the killed one created, removes its
+    files and starts over (its exported snapshot died with it), or finishes what it had; the landing
+    zone then equals the database."""
+    import random
+
+    dsn = fresh_database(postgres, f"snapshot_kill{seed}")
+    prepare(dsn, seed=19 + seed, initial_rows=40)  # (re)creates the schema: first
+    fill_big_table(dsn, 40_000)
+    source = tmp_path / source_id(dsn)
+    command = [sys.executable, "-m", "python_jobs.capture", "--dsn", dsn, "--slot", slot_name(dsn)]
+    command += ["--landing", str(tmp_path), "--once", "--snapshot", "--snapshot-file-mb", "1", "--quiet"]
+    child = subprocess.Popen(command, cwd=PROJECT_DIR)
+    try:
+        if seed == 0:
+            deadline = time.monotonic() + 60
+            while not list(source.glob(".snapshot-w*")) and time.monotonic() < deadline:
+                time.sleep(0.01)
+            time.sleep(0.2)
+        else:
+            time.sleep(random.Random(seed).uniform(0.3, 2.0))
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+    if seed == 0:
+        assert (source / ".snapshot-state.json").exists(), "killed in the middle of the snapshot"
+    workload.run_workload(dsn, seed=19 + seed, transactions=40, sessions=2, create=False)
+    assert run_capture(dsn, tmp_path, "--once", "--snapshot", "--snapshot-file-mb", "1") == 0
+    files = landed_files(tmp_path, source.name)
+    assert not list(source.glob(".*")), "no temporary or state file left"
+    reads = read_keys(snapshot_records(files))
+    assert reads[("big", "[1]")] == 1 and set(reads.values()) == {1}, "one snapshot, each row once"
+    workload.run_workload(dsn, seed=29 + seed, transactions=40, sessions=2, create=False)
+    assert run_capture(dsn, tmp_path, "--once") == 0
+    assert_replay_matches(dsn, landed_lines(landed_files(tmp_path, source.name)))
+
+
+@pytest.mark.postgres
+def test_a_snapshot_interrupted_while_publishing_is_finished_by_the_rerun(postgres, tmp_path, monkeypatch):
+    """Every part written and the slot validated, the run dies after renaming two of its files: the
+    rerun renames the rest (in order) instead of starting over, and the slot is the same."""
+    dsn = fresh_database(postgres, "snapshot_publish")
+    prepare(dsn, seed=20, initial_rows=80)
+    original = capture.snapshot.publish
+    published: list[str] = []
+
+    def die_after_two(temporary, name):
+        if len(published) == 2:
+            raise KeyboardInterrupt
+        published.append(name)
+        return original(temporary, name)
+
+    monkeypatch.setattr(capture.snapshot, "publish", die_after_two)
+    args = ("--once", "--snapshot", "--snapshot-file-mb", "0.004")
+    assert run_capture(dsn, tmp_path, *args) == 130
+    source = tmp_path / source_id(dsn)
+    assert [p.name for p in landed_files(tmp_path, source.name)] == published
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        slot_before = capture.slot.slot_info(conn, slot_name(dsn))
+    monkeypatch.setattr(capture.snapshot, "publish", original)
+    assert run_capture(dsn, tmp_path, *args) == 0
+    files = landed_files(tmp_path, source.name)
+    assert len(files) > 2 and files[:2] == [source / name for name in published]
+    assert not list(source.glob(".*"))
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        assert (
+            capture.slot.slot_info(conn, slot_name(dsn))["confirmed_flush_lsn"]
+            == slot_before["confirmed_flush_lsn"]
+        )
+    workload.run_workload(dsn, seed=20, transactions=40, sessions=2, create=False)
+    assert run_capture(dsn, tmp_path, "--once") == 0
+    assert_replay_matches(dsn, landed_lines(landed_files(tmp_path, source.name)))
