@@ -51,6 +51,7 @@ from python_jobs.lsn import format_lsn, parse_lsn
 # \x prefix, and every other type as its text output. It prints NaN and infinities as null, which
 # loses them; the snapshot keeps them as their text instead ("NaN", "Infinity", "-Infinity").
 NUMBER_TYPE_OIDS = frozenset({20, 21, 23, 26, 700, 701, 1700})  # int8 int2 int4 oid float4 float8 numeric
+INTEGER_TYPE_OIDS = frozenset({20, 21, 23, 26})  # no NaN: their cast to text is their output
 BOOL_TYPE_OID = 16
 BYTEA_TYPE_OID = 17
 STRING_TYPE_OIDS = frozenset({25, 1043})  # text, varchar: their text output is their value
@@ -372,7 +373,9 @@ def render_value_sql(column: sql.Composable, type_oid: int) -> sql.Composable:
     without ``\\x``, and a JSON string (``to_json``, whose escaping is wal2json's) for everything
     else; ``null`` for NULL. NaN and infinities, which wal2json turns into null, stay their text."""
     text = sql.SQL("format('%s', {})").format(column)
-    if type_oid in NUMBER_TYPE_OIDS:
+    if type_oid in INTEGER_TYPE_OIDS:
+        rendered = sql.SQL("{}::text").format(column)
+    elif type_oid in NUMBER_TYPE_OIDS:
         rendered = sql.SQL(
             "case when {text} in ('NaN', 'Infinity', '-Infinity') then to_json({text})::text else {text} end"
         ).format(text=text)
