@@ -231,8 +231,8 @@ def take_snapshot(dsn: str, slot: str, landing_dir: Path, log, warn, options: Sn
                 pin_settings(conn)
                 validated = validate_or_drop(conn, slot, log)
         except BaseException:
-            # The state file stays: a rerun drops the slot this attempt may have created.
             remove_parts(landing_dir)
+            _forget_unless_slot_created(dsn, slot, landing_dir)
             raise
         if validated:
             names = [
@@ -257,6 +257,21 @@ def take_snapshot(dsn: str, slot: str, landing_dir: Path, log, warn, options: Sn
         )
     clear_state(landing_dir)
     raise CaptureError(f"slot '{slot}' could not decode its first transactions in {SLOT_ATTEMPTS} attempts")
+
+
+def _forget_unless_slot_created(dsn: str, slot: str, landing_dir: Path) -> None:
+    """After a failed attempt: the state file stays only when the attempt created the slot (a rerun
+    drops it). Kept with no slot, a later run without ``--snapshot`` could create one of that name,
+    which a still later ``--snapshot`` run would take for this attempt's and drop."""
+    try:
+        with connect(dsn) as conn:
+            exists = conn.execute(
+                "select 1 from pg_replication_slots where slot_name = %s", (slot,)
+            ).fetchone()
+    except (CaptureError, psycopg.Error):
+        return  # cannot tell: keep it (a rerun with --snapshot drops a slot of that name, if any)
+    if exists is None:
+        clear_state(landing_dir)
 
 
 @dataclass

@@ -854,3 +854,36 @@ def test_a_snapshot_interrupted_while_publishing_is_finished_by_the_rerun(postgr
     workload.run_workload(dsn, seed=20, transactions=40, sessions=2, create=False)
     assert run_capture(dsn, tmp_path, "--once") == 0
     assert_replay_matches(dsn, landed_lines(landed_files(tmp_path, source.name)))
+
+
+@pytest.mark.postgres
+def test_a_failed_snapshot_leaves_a_state_file_only_with_the_slot_it_created(postgres, tmp_path, monkeypatch):
+    """Failing before its slot exists, a snapshot forgets itself (a later run without --snapshot may
+    create a slot of that name, which must not be taken for the failed run's); failing after, it
+    leaves its state so that the rerun drops the slot and starts over."""
+    dsn = fresh_database(postgres, "snapshot_failed")
+    prepare(dsn, seed=21, initial_rows=20)
+    source = tmp_path / source_id(dsn)
+
+    def refuse(repl, slot):
+        raise capture.CaptureError("no slot today")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(capture.snapshot, "_create_exporting_slot", refuse)
+        assert run_capture(dsn, tmp_path, "--once", "--snapshot") == 1
+    assert not (source / ".snapshot-state.json").exists()
+
+    def fail_reading(*args):
+        raise capture.CaptureError("the disk is full")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(capture.snapshot, "read_tables", fail_reading)
+        assert run_capture(dsn, tmp_path, "--once", "--snapshot") == 1
+    assert (source / ".snapshot-state.json").exists() and not list(source.glob(".snapshot-w*"))
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        assert capture.slot.slot_info(conn, slot_name(dsn)) is not None, "the failed run's slot"
+    assert run_capture(dsn, tmp_path, "--once", "--snapshot") == 0
+    assert not list(source.glob(".*"))
+    workload.run_workload(dsn, seed=21, transactions=30, sessions=2, create=False)
+    assert run_capture(dsn, tmp_path, "--once") == 0
+    assert_replay_matches(dsn, landed_lines(landed_files(tmp_path, source.name)))
