@@ -87,12 +87,17 @@ class SnapshotOptions:
 
 @dataclass
 class Progress:
-    """What the workers have done, read by the coordinator's progress lines (ints: GIL-atomic)."""
+    """What the workers have done, read by the coordinator's progress lines: one counter per worker
+    for each, written by that worker only."""
 
     tables_total: int = 0
     rows_estimated: int = 0
-    tables_done: int = 0
-    rows: list[int] = field(default_factory=list)  # per worker
+    tables: list[int] = field(default_factory=list)
+    rows: list[int] = field(default_factory=list)
+
+    @property
+    def tables_done(self) -> int:
+        return sum(self.tables)
 
     @property
     def rows_done(self) -> int:
@@ -454,7 +459,7 @@ def read_tables(
     work: queue.SimpleQueue[TableShape] = queue.SimpleQueue()
     for shape in tables:
         work.put(shape)
-    progress = Progress(len(tables), sum(shape.estimated_rows for shape in tables), 0, [0] * jobs)
+    progress = Progress(len(tables), sum(shape.estimated_rows for shape in tables), [0] * jobs, [0] * jobs)
     failed = threading.Event()
     errors_seen: list[BaseException] = []
     writers = [
@@ -473,7 +478,7 @@ def read_tables(
                     except queue.Empty:
                         return
                     read_table(conn, snapshot_name, shape, head, writers[n], progress, n, failed, log)
-                    progress.tables_done += 1
+                    progress.tables[n] += 1
         except BaseException as exc:
             errors_seen.append(exc)
             failed.set()

@@ -164,6 +164,17 @@ def test_complete_prefix_keeps_whole_transactions_only():
     assert capture.snapshot_file_name(0x20) < capture.landing_file_name(0x20, 0x20)
 
 
+def test_snapshot_progress_line_says_tables_rows_rate_and_time_left():
+    progress = capture.snapshot.Progress(3, 1_000_000, [1, 0], [300_000, 100_000])
+    assert capture.snapshot.progress_line(progress, 20.0) == (
+        "snapshot: 1 of 3 tables, 400,000 rows in 20 s (20,000 rows/s);"
+        " about 1,000,000 rows in all, 30 s left"
+    )
+    # Estimates come from pg_class.reltuples, which can be stale: past it, no time left is guessed.
+    progress.rows[1] = 800_000
+    assert capture.snapshot.progress_line(progress, 20.0).endswith("(55,000 rows/s)")
+
+
 # --- against a real Postgres -----------------------------------------------------------------------
 
 
