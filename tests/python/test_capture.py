@@ -898,3 +898,22 @@ def test_a_failed_snapshot_leaves_a_state_file_only_with_the_slot_it_created(pos
     workload.run_workload(dsn, seed=21, transactions=30, sessions=2, create=False)
     assert run_capture(dsn, tmp_path, "--once") == 0
     assert_replay_matches(dsn, landed_lines(landed_files(tmp_path, source.name)))
+
+
+@pytest.mark.postgres
+def test_a_new_slot_is_validated_without_bringing_its_changes_here(postgres, monkeypatch):
+    """A new slot is checked by decoding everything written since its creation, which after a long
+    snapshot of a busy database is a lot: the rows are counted in the server, not fetched."""
+    dsn = fresh_database(postgres, "validate_count")
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("create table t (id int primary key, v text)")
+        conn.execute("select pg_create_logical_replication_slot(%s, 'wal2json')", (slot_name(dsn),))
+        conn.execute("insert into t select n, 'x' from generate_series(1, 500) n")
+        upto = capture.slot.wal_flush_lsn(conn)
+        assert capture.slot.decode_count(conn, slot_name(dsn), upto) == len(peek_all(dsn, slot_name(dsn)))
+
+        def no_fetching(*args):
+            raise AssertionError("the validation fetched the slot's rows")
+
+        monkeypatch.setattr(capture.slot, "peek", no_fetching)
+        assert capture.slot.validate_new_slot(conn, slot_name(dsn), log=print) is True
