@@ -113,12 +113,13 @@ class PartWriter:
         self.file_bytes = file_bytes
         self.block_bytes = min(self.BLOCK_BYTES, file_bytes)
         self.parts: list[Path] = []
-        self.bytes_written = 0
-        self._buffer = bytearray()
+        self.bytes_written = len(first_line)
+        # Callers on a hot path may append lines to ``buffer`` themselves and call ``flush`` once it
+        # holds ``block_bytes``: one method call a block instead of one a line.
+        self.buffer = bytearray()
         self._handle = None
         self._open_next()
-        if first_line:
-            self.write(first_line)
+        self._handle.write(first_line)  # not through the buffer: flush counts the lines it writes
 
     def _open_next(self) -> None:
         path = (
@@ -134,20 +135,22 @@ class PartWriter:
         self._handle.close()
 
     def write(self, line: bytes | memoryview) -> None:
-        self._buffer += line
-        if len(self._buffer) >= self.block_bytes:
+        self.buffer += line
+        if len(self.buffer) >= self.block_bytes:
             self.flush()
 
-    def flush(self) -> None:
-        if not self._buffer:
-            return
-        block = self.block_filter(self._buffer) if self.block_filter else self._buffer
+    def flush(self) -> int:
+        """Write the buffer out (starting a new file when this one is full); the lines written."""
+        if not self.buffer:
+            return 0
+        block = self.block_filter(self.buffer) if self.block_filter else self.buffer
         self._handle.write(block)
         self.bytes_written += len(block)
-        self._buffer.clear()
+        self.buffer.clear()
         if self._handle.tell() >= self.file_bytes:
             self._close_current()
             self._open_next()
+        return block.count(b"\n")
 
     def mark(self) -> tuple[int, int, int]:
         self.flush()
@@ -155,7 +158,7 @@ class PartWriter:
 
     def rollback(self, mark: tuple[int, int, int]) -> None:
         parts, offset, bytes_written = mark
-        self._buffer.clear()
+        self.buffer.clear()
         self._handle.close()
         for path in self.parts[parts:]:
             path.unlink(missing_ok=True)

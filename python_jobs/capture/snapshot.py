@@ -543,13 +543,18 @@ def read_table(
         rows_before = progress.rows[worker]
         try:
             _enter_snapshot(conn, snapshot_name)
+            # The hot loop: one COPY message a row (each a whole line), appended to the writer's
+            # buffer, which is written out a block at a time.
+            buffer, block_bytes = writer.buffer, writer.block_bytes
             with conn.cursor().copy(query) as copy:
-                for line in copy:
-                    writer.write(line)
-                    progress.rows[worker] += 1
-                    if failed.is_set():
-                        raise CaptureError("snapshot: stopped, another reader failed")
-            writer.flush()
+                read = copy.read
+                while line := read():
+                    buffer += line
+                    if len(buffer) >= block_bytes:
+                        progress.rows[worker] += writer.flush()
+                        if failed.is_set():
+                            raise CaptureError("snapshot: stopped, another reader failed")
+            progress.rows[worker] += writer.flush()
             conn.rollback()
             return
         except errors.DeadlockDetected as exc:
