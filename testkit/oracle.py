@@ -210,13 +210,14 @@ def _split(name: str) -> tuple[str, str]:
 
 
 def postgres_state(conn, tables: Iterable[str]) -> State:
-    """``{"schema.table": [to_jsonb of each row]}``; numbers keep their digits (``Decimal``)."""
+    """``{"schema.table": [to_jsonb of each row]}``; numbers keep their digits (``Decimal``). Each
+    table's own rows only (``only``): Postgres reports a child table's changes under the child."""
     state: State = {}
     for name in tables:
         schema, table = _split(name)
         # A column named like the alias would shadow the row: the alias is one no table uses.
         query = sql.SQL(
-            "select to_jsonb(wal_lake_oracle_row)::text from {}.{} as wal_lake_oracle_row"
+            "select to_jsonb(wal_lake_oracle_row)::text from only {}.{} as wal_lake_oracle_row"
         ).format(sql.Identifier(schema), sql.Identifier(table))
         state[f"{schema}.{table}"] = [json.loads(row[0], parse_float=Decimal) for row in conn.execute(query)]
     return state
@@ -258,12 +259,14 @@ def table_types(conn, tables: Iterable[str]) -> tuple[Types, Keys]:
 
 
 def user_tables(conn) -> list[str]:
-    """Every ordinary table outside the system schemas, as ``schema.table``."""
+    """Every ordinary logged table outside the system schemas, as ``schema.table`` (an unlogged
+    table writes no WAL: nothing captures it)."""
     rows = conn.execute(
         """
         select n.nspname || '.' || c.relname
         from pg_class c join pg_namespace n on n.oid = c.relnamespace
-        where c.relkind = 'r' and n.nspname not in ('pg_catalog', 'information_schema')
+        where c.relkind = 'r' and c.relpersistence = 'p'
+          and n.nspname not in ('pg_catalog', 'information_schema')
           and n.nspname not like 'pg\\_%%'
         order by 1
         """

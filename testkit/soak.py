@@ -145,13 +145,15 @@ def run_seed(admin_dsn: str, seed: int, args: argparse.Namespace, landing: Path)
         tables = oracle.user_tables(conn)
         types, keys = oracle.table_types(conn, tables)
         expected = oracle.postgres_state(conn, tables)
-    snapshots = [path for path in files if path.name.endswith(capture.SNAPSHOT_SUFFIX)]
-    if len(snapshots) != 1 or files[0] != snapshots[0]:
+    snapshots = [path for path in files if capture.is_snapshot_file(path.name)]
+    if not snapshots or files[: len(snapshots)] != snapshots:
         problems.append(
-            f"seed {seed}: expected one snapshot file, first in name order: {[p.name for p in files[:3]]}"
+            f"seed {seed}: expected the snapshot's files first in name order: {[p.name for p in files[:3]]}"
         )
     consistent_point = int(snapshots[0].name[:16], 16) if snapshots else 0
-    streamed = transactions_of(line for path in files[1:] for line in path.read_text().splitlines())
+    streamed = transactions_of(
+        line for path in files[len(snapshots) :] for line in path.read_text().splitlines()
+    )
     reference_txs = transactions_of(decoded)
     missing = [lsn for lsn in reference_txs if consistent_point <= lsn < settled and lsn not in streamed]
     if missing:

@@ -19,7 +19,12 @@ from python_jobs.capture.slot import (
     settled_lsn,
     slot_info,
 )
-from python_jobs.capture.snapshot import snapshot_unless_landed
+from python_jobs.capture.snapshot import (
+    DEFAULT_FILE_MB,
+    DEFAULT_JOBS,
+    SnapshotOptions,
+    snapshot_unless_landed,
+)
 from python_jobs.capture.stream import Totals, drain, follow
 
 
@@ -64,7 +69,10 @@ def open_slot(
     """The slot's catalog row, once the slot exists: created (with its snapshot) when it did not."""
     info = slot_info(conn, args.slot)
     if args.snapshot:
-        totals.snapshot_rows = snapshot_unless_landed(args.dsn, args.slot, info is not None, landing_dir, log)
+        options = SnapshotOptions(int(args.snapshot_file_mb * 1024 * 1024), args.snapshot_jobs)
+        totals.snapshot_rows = snapshot_unless_landed(
+            args.dsn, args.slot, info is not None, landing_dir, log, _to_stderr, options
+        )
         return slot_info(conn, args.slot)
     if info is None:
         create_validated_slot(conn, args.slot, log)
@@ -129,12 +137,28 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--snapshot",
         action="store_true",
         help="create the slot with an exported snapshot and first land every user table's rows as "
-        "one transaction of R (read) records",
+        "one transaction of R (read) records, in as many files as it needs",
+    )
+    parser.add_argument(
+        "--snapshot-file-mb",
+        type=float,
+        default=DEFAULT_FILE_MB,
+        help="--snapshot: start a new snapshot file after about this many MiB (default: %(default)g)",
+    )
+    parser.add_argument(
+        "--snapshot-jobs",
+        type=int,
+        default=DEFAULT_JOBS,
+        help="--snapshot: tables read at once, each through its own connection (default: %(default)s)",
     )
     parser.add_argument("--quiet", action="store_true", help="only print the one-line summary")
     args = parser.parse_args(argv)
     if args.max_changes_per_file < 1:
         parser.error("--max-changes-per-file must be at least 1")
+    if args.snapshot_jobs < 1:
+        parser.error("--snapshot-jobs must be at least 1")
+    if args.snapshot_file_mb * 1024 * 1024 < 1:
+        parser.error("--snapshot-file-mb must be more than 0")
     return args
 
 

@@ -177,7 +177,7 @@ def validate_new_slot(conn: psycopg.Connection, slot: str, log, timeout: float |
         waiting_for &= {row[0] for row in conn.execute(open_now)}
     upto = wal_flush_lsn(conn)
     try:
-        peek(conn, slot, upto, None)
+        decode_count(conn, slot, upto)
     except CaptureError as exc:
         if BROKEN_SLOT_MARKER in str(exc):
             log(f"slot '{slot}' cannot decode its first transactions ({exc})")
@@ -188,14 +188,25 @@ def validate_new_slot(conn: psycopg.Connection, slot: str, log, timeout: float |
 
 def peek(conn: psycopg.Connection, slot: str, upto_lsn: int | None, upto_nchanges: int | None):
     """The slot's ``(lsn, data)`` rows up to ``upto_lsn`` / about ``upto_nchanges``, not consumed."""
+    return _peek(conn, "lsn::text, data", slot, upto_lsn, upto_nchanges).fetchall()
+
+
+def decode_count(conn: psycopg.Connection, slot: str, upto_lsn: int) -> int:
+    """Decode ``slot`` up to ``upto_lsn`` without consuming it, and count the rows: the rows stay in
+    the server (a new slot's check decodes everything written during a snapshot, which can be
+    far more than fits in this process)."""
+    return _peek(conn, "count(*)", slot, upto_lsn, None).fetchone()[0]
+
+
+def _peek(conn: psycopg.Connection, select: str, slot: str, upto_lsn: int | None, upto_nchanges: int | None):
     query = (
-        "select lsn::text, data from pg_logical_slot_peek_changes(%s, %s::pg_lsn, %s, "
+        f"select {select} from pg_logical_slot_peek_changes(%s, %s::pg_lsn, %s, "
         + ", ".join(["%s"] * len(WAL2JSON_OPTIONS))
         + ")"
     )
     params = (slot, format_lsn(upto_lsn) if upto_lsn is not None else None, upto_nchanges, *WAL2JSON_OPTIONS)
     try:
-        return conn.execute(query, params).fetchall()
+        return conn.execute(query, params)
     except errors.ObjectInUse as exc:
         raise CaptureError(f"slot '{slot}' is in use by another process: {first_line(exc)}") from exc
     except psycopg.Error as exc:

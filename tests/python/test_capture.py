@@ -164,6 +164,17 @@ def test_complete_prefix_keeps_whole_transactions_only():
     assert capture.snapshot_file_name(0x20) < capture.landing_file_name(0x20, 0x20)
 
 
+def test_snapshot_progress_line_says_tables_rows_rate_and_time_left():
+    progress = capture.snapshot.Progress(3, 1_000_000, [1, 0], [300_000, 100_000])
+    assert capture.snapshot.progress_line(progress, 20.0) == (
+        "snapshot: 1 of 3 tables, 400,000 rows in 20 s (20,000 rows/s);"
+        " about 1,000,000 rows in all, 30 s left"
+    )
+    # Estimates come from pg_class.reltuples, which can be stale: past it, no time left is guessed.
+    progress.rows[1] = 800_000
+    assert capture.snapshot.progress_line(progress, 20.0).endswith("(55,000 rows/s)")
+
+
 # --- against a real Postgres -----------------------------------------------------------------------
 
 
@@ -374,16 +385,18 @@ def test_a_slot_that_could_not_be_validated_is_not_used(postgres, tmp_path, caps
 
 
 @pytest.mark.postgres
-def test_snapshot_survives_a_deadlock_with_a_truncate_of_several_tables(postgres, tmp_path, monkeypatch):
-    """The snapshot reads tables one by one, holding each; a transaction truncating them the other
-    way round deadlocks with it, and Postgres may cancel the snapshot's read: it reads again."""
+def test_snapshot_survives_a_truncate_of_several_tables(postgres, tmp_path, monkeypatch):
+    """A transaction truncating the tables the other way round while the snapshot reads them. Read
+    in one transaction that holds every table it has read, the two deadlocked and Postgres cancelled
+    one of them; each table is now read in a transaction of its own (holding one table at a time),
+    and the truncates, which commit after the snapshot's point, stream after it."""
     dsn = fresh_database(postgres, "snapshot_deadlock")
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute("create table a (id int primary key); create table b (id int primary key)")
         conn.execute("insert into a values (1); insert into b values (2)")
     truncater = psycopg.connect(dsn)
     watcher = psycopg.connect(dsn, autocommit=True)
-    original = capture.snapshot._read_lines
+    original = capture.snapshot.read_table
     finished: list[BaseException | None] = []
 
     def truncate_the_other_way():
@@ -399,15 +412,15 @@ def test_snapshot_survives_a_deadlock_with_a_truncate_of_several_tables(postgres
 
     other = threading.Thread(target=truncate_the_other_way)
 
-    def read_with_a_truncate_under_way(conn, shape, head):
+    def read_with_a_truncate_under_way(conn, snapshot_name, shape, *args):
         if shape.table == "a" and not other.is_alive() and not finished:
             truncater.execute("truncate b")  # the snapshot will wait for b first
             other.start()
-        return original(conn, shape, head)
+        return original(conn, snapshot_name, shape, *args)
 
-    monkeypatch.setattr(capture.snapshot, "_read_lines", read_with_a_truncate_under_way)
+    monkeypatch.setattr(capture.snapshot, "read_table", read_with_a_truncate_under_way)
     try:
-        assert run_capture(dsn, tmp_path, "--once", "--snapshot") == 0
+        assert run_capture(dsn, tmp_path, "--once", "--snapshot", "--snapshot-jobs", "1") == 0
         other.join(timeout=30)
     finally:
         truncater.close()
@@ -682,3 +695,225 @@ def test_slot_broken_by_a_concurrent_truncate_is_created_again(postgres, tmp_pat
     assert any('"value":3' in line for line in lines)
     if snapshot:
         assert_replay_matches(dsn, lines)
+
+
+@pytest.mark.postgres
+def test_snapshot_reads_each_inherited_table_once_and_skips_unlogged_tables(postgres, tmp_path, capsys):
+    """A parent's plain select also returns its children's rows (legacy partitioning, TimescaleDB),
+    which the stream reports under the child: the snapshot reads each table ``ONLY``. An unlogged
+    table writes no WAL, so no slot ever streams it: the snapshot leaves it out, with a warning."""
+    dsn = fresh_database(postgres, "inherit")
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(
+            "create table measures (id int primary key, v text);"
+            " create table measures_2026 (check (id > 100)) inherits (measures);"
+            " alter table measures_2026 add primary key (id);"
+            " insert into measures values (1, 'parent');"
+            " insert into measures_2026 values (101, 'child'), (102, 'child');"
+            " create unlogged table scratch (id int primary key); insert into scratch values (1)"
+        )
+    slot = slot_name(dsn)
+    assert (
+        capture.main(["--dsn", dsn, "--slot", slot, "--landing", str(tmp_path), "--once", "--snapshot"]) == 0
+    )
+    assert "unlogged table public.scratch is not captured" in capsys.readouterr().err
+    lines = landed_lines(landed_files(tmp_path, source_id(dsn)))
+    reads = Counter(
+        (r["table"], r["columns"][0]["value"]) for r in map(json.loads, lines) if r["action"] == "R"
+    )
+    assert reads == {("measures", 1): 1, ("measures_2026", 101): 1, ("measures_2026", 102): 1}
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(
+            "update measures_2026 set v = 'changed' where id = 101; delete from measures where id = 1"
+        )
+    assert run_capture(dsn, tmp_path, "--once") == 0
+    assert_replay_matches(dsn, landed_lines(landed_files(tmp_path, source_id(dsn))))
+
+
+def snapshot_records(files: list[Path]) -> list[dict]:
+    return [json.loads(line) for path in files if capture.is_snapshot_file(path.name) for line in path.open()]
+
+
+def read_keys(records: list[dict]) -> Counter:
+    """How often each row of a table with a key (table and key values) was read."""
+    return Counter(
+        (
+            r["table"],
+            json.dumps([c["value"] for c in r["columns"] if c["name"] in {k["name"] for k in r["pk"]}]),
+        )
+        for r in records
+        if r["action"] == "R" and r["pk"]
+    )
+
+
+def fill_big_table(dsn: str, rows: int) -> None:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("create table big (id bigint primary key, payload text)")
+        conn.execute(
+            "insert into big select n, repeat(md5(n::text), 8) from generate_series(1, %s) n", (rows,)
+        )
+        conn.execute("analyze big")
+
+
+@pytest.mark.postgres
+def test_snapshot_split_over_files_is_one_transaction_in_order(postgres, tmp_path):
+    """With a small --snapshot-file-mb the snapshot lands in many files, read by two connections: one
+    ``B`` at the head of the first, one ``C`` at the end of the last, every row once, names in order
+    and before every streamed file, each file about the size asked for."""
+    dsn = fresh_database(postgres, "snapshot_split")
+    prepare(dsn, seed=18, initial_rows=80)
+    file_mb = 0.004  # about 4 kB
+    args = ("--once", "--snapshot", "--snapshot-file-mb", str(file_mb), "--snapshot-jobs", "2")
+    assert run_capture(dsn, tmp_path, *args) == 0
+    source = tmp_path / source_id(dsn)
+    files = landed_files(tmp_path, source.name)
+    assert len(files) > 5
+    lsn = files[0].name[:16]
+    assert [p.name for p in files] == [
+        f"{lsn}-{lsn}-snapshot-{n:06d}.jsonl" for n in range(1, len(files) + 1)
+    ], "parts numbered in order"
+    line_bytes = max(len(line) for p in files for line in p.read_bytes().splitlines(keepends=True))
+    assert all(p.stat().st_size <= 2 * file_mb * 1024 * 1024 + line_bytes for p in files)
+    records = snapshot_records(files)
+    assert [r["action"] for r in records].count("B") == 1 and records[0]["action"] == "B"
+    assert [r["action"] for r in records].count("C") == 1 and records[-1]["action"] == "C"
+    before, _types, _keys = database_truth(dsn)
+    reads = read_keys(records)
+    assert set(reads.values()) == {1}, reads.most_common(3)
+    assert len([r for r in records if r["action"] == "R"]) == sum(len(v) for v in before.values())
+    assert not list(source.glob(".*")), "no temporary or state file left"
+
+    workload.run_workload(dsn, seed=18, transactions=60, sessions=2, create=False)
+    assert run_capture(dsn, tmp_path, *args) == 0  # rerun: the snapshot is there, streams on
+    streamed = landed_files(tmp_path, source.name)[len(files) :]
+    assert streamed and all(p.name > files[-1].name for p in streamed)
+    assert_replay_matches(dsn, landed_lines(landed_files(tmp_path, source.name)))
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_a_snapshot_killed_at_a_random_point_converges_on_rerun(postgres, tmp_path, seed):
+    """A capture process killed -9 at a random moment of its snapshot (seed 0: as soon as it has
+    written a part), then run again: the rerun drops the slot the killed one created, removes its
+    files and starts over (its exported snapshot died with it), or finishes what it had; the landing
+    zone then equals the database."""
+    import random
+
+    dsn = fresh_database(postgres, f"snapshot_kill{seed}")
+    prepare(dsn, seed=19 + seed, initial_rows=40)  # (re)creates the schema: first
+    fill_big_table(dsn, 40_000)
+    source = tmp_path / source_id(dsn)
+    command = [sys.executable, "-m", "python_jobs.capture", "--dsn", dsn, "--slot", slot_name(dsn)]
+    command += ["--landing", str(tmp_path), "--once", "--snapshot", "--snapshot-file-mb", "1", "--quiet"]
+    child = subprocess.Popen(command, cwd=PROJECT_DIR)
+    try:
+        if seed == 0:
+            deadline = time.monotonic() + 60
+            while not list(source.glob(".snapshot-w*")) and time.monotonic() < deadline:
+                time.sleep(0.01)
+            time.sleep(0.2)
+        else:
+            time.sleep(random.Random(seed).uniform(0.3, 2.0))
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+    if seed == 0:
+        assert (source / ".snapshot-state.json").exists(), "killed in the middle of the snapshot"
+    workload.run_workload(dsn, seed=19 + seed, transactions=40, sessions=2, create=False)
+    assert run_capture(dsn, tmp_path, "--once", "--snapshot", "--snapshot-file-mb", "1") == 0
+    files = landed_files(tmp_path, source.name)
+    assert not list(source.glob(".*")), "no temporary or state file left"
+    reads = read_keys(snapshot_records(files))
+    assert reads[("big", "[1]")] == 1 and set(reads.values()) == {1}, "one snapshot, each row once"
+    workload.run_workload(dsn, seed=29 + seed, transactions=40, sessions=2, create=False)
+    assert run_capture(dsn, tmp_path, "--once") == 0
+    assert_replay_matches(dsn, landed_lines(landed_files(tmp_path, source.name)))
+
+
+@pytest.mark.postgres
+def test_a_snapshot_interrupted_while_publishing_is_finished_by_the_rerun(postgres, tmp_path, monkeypatch):
+    """Every part written and the slot validated, the run dies after renaming two of its files: the
+    rerun renames the rest (in order) instead of starting over, and the slot is the same."""
+    dsn = fresh_database(postgres, "snapshot_publish")
+    prepare(dsn, seed=20, initial_rows=80)
+    original = capture.snapshot.publish
+    published: list[str] = []
+
+    def die_after_two(temporary, name):
+        if len(published) == 2:
+            raise KeyboardInterrupt
+        published.append(name)
+        return original(temporary, name)
+
+    monkeypatch.setattr(capture.snapshot, "publish", die_after_two)
+    args = ("--once", "--snapshot", "--snapshot-file-mb", "0.004")
+    assert run_capture(dsn, tmp_path, *args) == 130
+    source = tmp_path / source_id(dsn)
+    assert [p.name for p in landed_files(tmp_path, source.name)] == published
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        slot_before = capture.slot.slot_info(conn, slot_name(dsn))
+    monkeypatch.setattr(capture.snapshot, "publish", original)
+    assert run_capture(dsn, tmp_path, *args) == 0
+    files = landed_files(tmp_path, source.name)
+    assert len(files) > 2 and files[:2] == [source / name for name in published]
+    assert not list(source.glob(".*"))
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        assert (
+            capture.slot.slot_info(conn, slot_name(dsn))["confirmed_flush_lsn"]
+            == slot_before["confirmed_flush_lsn"]
+        )
+    workload.run_workload(dsn, seed=20, transactions=40, sessions=2, create=False)
+    assert run_capture(dsn, tmp_path, "--once") == 0
+    assert_replay_matches(dsn, landed_lines(landed_files(tmp_path, source.name)))
+
+
+@pytest.mark.postgres
+def test_a_failed_snapshot_leaves_a_state_file_only_with_the_slot_it_created(postgres, tmp_path, monkeypatch):
+    """Failing before its slot exists, a snapshot forgets itself (a later run without --snapshot may
+    create a slot of that name, which must not be taken for the failed run's); failing after, it
+    leaves its state so that the rerun drops the slot and starts over."""
+    dsn = fresh_database(postgres, "snapshot_failed")
+    prepare(dsn, seed=21, initial_rows=20)
+    source = tmp_path / source_id(dsn)
+
+    def refuse(repl, slot):
+        raise capture.CaptureError("no slot today")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(capture.snapshot, "_create_exporting_slot", refuse)
+        assert run_capture(dsn, tmp_path, "--once", "--snapshot") == 1
+    assert not (source / ".snapshot-state.json").exists()
+
+    def fail_reading(*args):
+        raise capture.CaptureError("the disk is full")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(capture.snapshot, "read_tables", fail_reading)
+        assert run_capture(dsn, tmp_path, "--once", "--snapshot") == 1
+    assert (source / ".snapshot-state.json").exists() and not list(source.glob(".snapshot-w*"))
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        assert capture.slot.slot_info(conn, slot_name(dsn)) is not None, "the failed run's slot"
+    assert run_capture(dsn, tmp_path, "--once", "--snapshot") == 0
+    assert not list(source.glob(".*"))
+    workload.run_workload(dsn, seed=21, transactions=30, sessions=2, create=False)
+    assert run_capture(dsn, tmp_path, "--once") == 0
+    assert_replay_matches(dsn, landed_lines(landed_files(tmp_path, source.name)))
+
+
+@pytest.mark.postgres
+def test_a_new_slot_is_validated_without_bringing_its_changes_here(postgres, monkeypatch):
+    """A new slot is checked by decoding everything written since its creation, which after a long
+    snapshot of a busy database is a lot: the rows are counted in the server, not fetched."""
+    dsn = fresh_database(postgres, "validate_count")
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("create table t (id int primary key, v text)")
+        conn.execute("select pg_create_logical_replication_slot(%s, 'wal2json')", (slot_name(dsn),))
+        conn.execute("insert into t select n, 'x' from generate_series(1, 500) n")
+        upto = capture.slot.wal_flush_lsn(conn)
+        assert capture.slot.decode_count(conn, slot_name(dsn), upto) == len(peek_all(dsn, slot_name(dsn)))
+
+        def no_fetching(*args):
+            raise AssertionError("the validation fetched the slot's rows")
+
+        monkeypatch.setattr(capture.slot, "peek", no_fetching)
+        assert capture.slot.validate_new_slot(conn, slot_name(dsn), log=print) is True

@@ -566,3 +566,45 @@ def test_a_plan_is_checked_by_its_own_commit_and_read_back_when_another_run_plan
     plan.write_plan(theirs, 1, when, [planned])
     assert read_back == [1, 1]
     assert len(rows(spark, schema, BATCHES)) == 1
+
+
+@pytest.mark.postgres
+def test_a_snapshot_split_over_files_lands_every_row_once(spark, postgres, tmp_path, schema):
+    """The capture's snapshot of a table, split over many files (one ``B`` in the first, one ``C`` in
+    the last): while only some of its files have landed, nothing of it lands (its transaction is
+    open); once all have, every row lands once, at one commit position."""
+    import psycopg
+
+    from python_jobs import capture
+
+    dsn = postgres.create_database("ingest_snapshot_split")
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("create table items (id bigint primary key, payload text)")
+        conn.execute("insert into items select n, repeat('x', 200) || n from generate_series(1, 3000) n")
+    landing = tmp_path / "landing"
+    argv = ["--dsn", dsn, "--slot", "ingest_snapshot_split", "--landing", str(landing), "--source-id", "src"]
+    argv += ["--once", "--snapshot", "--snapshot-file-mb", "0.1", "--quiet"]
+    try:
+        assert capture.main(argv) == 0
+    finally:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute("select pg_drop_replication_slot('ingest_snapshot_split')")
+    files = sorted((landing / "src").glob("*.jsonl"))
+    assert len(files) > 3 and all(capture.is_snapshot_file(path.name) for path in files)
+    later = files[len(files) // 2 :]
+    for path in later:  # not landed yet: hidden names are skipped
+        path.rename(path.with_name(f".{path.name}"))
+    first, _ = ingest(spark, landing, schema)
+    assert first.landed == 0 and first.pending_end > 0
+    assert rows(spark, schema, EVENTS) == []
+
+    for path in later:
+        path.with_name(f".{path.name}").rename(path)
+    second, _ = ingest(spark, landing, schema)
+    assert second.landed == 3000 and second.pending_end == 0
+    events = rows(spark, schema, EVENTS)
+    assert len(events) == 3000
+    assert len({e["commit_lsn"] for e in events}) == 1
+    assert sorted(e["commit_idx"] for e in events) == list(range(3000))
+    assert len({e["record_pk"] for e in events}) == 3000
+    assert {e["landing_file"].rsplit("/", 1)[-1] for e in events} == {path.name for path in files}
