@@ -420,8 +420,8 @@ class Reference:
             logs = self.root / "logs"
             raise RuntimeError(f"the reference's run '{tag}' failed (dbt's log in {logs}):\n{tail}")
         if verify:
-            from python_jobs.demo import spark_query
-            from python_jobs.demo import verify as verify_state
+            from testkit.warehouse import spark_query
+            from testkit.warehouse import verify as verify_state
 
             if verify_state(spark_query(self.spark), self.landing, SCHEMA):
                 raise RuntimeError("the reference's consumer_records differ from the sample's expected state")

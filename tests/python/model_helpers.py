@@ -6,7 +6,7 @@ import json
 import os
 from datetime import UTC, datetime, timedelta
 
-from python_jobs.demo import consumer_records, spark_query
+from testkit.warehouse import consumer_records, spark_query
 
 
 def raw_schema() -> str:

@@ -120,6 +120,7 @@ def client(landing: Path) -> dict:
     from dbt.cli.main import dbtRunner
 
     from python_jobs import cluster
+    from testkit import warehouse
 
     report: dict = {"sessions": concurrent_sessions(), "steps": {}}
     if report["sessions"]["errors"] or report["sessions"]["hung"]:
@@ -148,19 +149,19 @@ def client(landing: Path) -> dict:
         }
         if not result.success:
             return report
-    # The helpers' command lines, in this process.
+    # The helpers' command lines, in this process: the sample's check (the harness's), then the product's.
     helpers = (
-        ("verify", ["verify", "--landing", str(landing)]),
-        ("query", ["query", COUNTS_SQL]),
-        ("probe", ["query", ONE_TASK_PROBE]),
+        ("verify", warehouse.main, ["--landing", str(landing)]),
+        ("query", cluster.main, ["query", COUNTS_SQL]),
+        ("probe", cluster.main, ["query", ONE_TASK_PROBE]),
     )
     server_log = Path(os.environ["WAL_LAKE_CLUSTER_DIR"]) / "thrift.log"
-    for name, argv in helpers:
+    for name, command, argv in helpers:
         # Where the server's log ends before the helper: what it logs comes after.
         log_from = server_log.stat().st_size
         printed = io.StringIO()
         with contextlib.redirect_stdout(printed):
-            report[name] = {"exit": cluster.main(argv), "out": printed.getvalue(), "log_from": log_from}
+            report[name] = {"exit": command(argv), "out": printed.getvalue(), "log_from": log_from}
     return report
 
 
