@@ -16,7 +16,7 @@ import os
 import sys
 from pathlib import Path
 
-from python_jobs.ingest.ledger import SCHEMAS
+from python_jobs.ingest.ledger import DEFAULT_SCHEMA, SCHEMAS
 
 
 def connect(host: str | None = None, port: int | None = None):
@@ -60,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     reg = sub.add_parser("register", help="register the landed raw tables with the Thrift Server")
     reg.add_argument("--warehouse", type=Path, required=True, help="the cluster's spark.sql.warehouse.dir")
-    reg.add_argument("--schema", default=os.environ.get("WAL_LAKE_RAW_SCHEMA", "wal_lake_raw"))
+    reg.add_argument("--schema", default=os.environ.get("WAL_LAKE_RAW_SCHEMA", DEFAULT_SCHEMA))
     q = sub.add_parser("query", help="run one SQL statement through the Thrift Server, print the rows")
     q.add_argument("sql")
     args = parser.parse_args(argv)

@@ -14,6 +14,7 @@ import sys
 import time
 from pathlib import Path
 
+from python_jobs.ingest.ledger import DEFAULT_SCHEMA as DEFAULT_RAW_SCHEMA
 from python_jobs.spark_session import PROJECT_DIR, SparkSetupError, get_spark
 
 # The product's one import of the harness: the demo generates the sample and checks the models
@@ -38,7 +39,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--landing", default="landing/sample", help="landing zone to generate and land")
     parser.add_argument("--seed", type=int, default=7, help="sample data seed (default 7)")
     parser.add_argument("--transactions", type=int, default=200, help="sample transactions (default 200)")
-    parser.add_argument("--raw-schema", default="wal_lake_raw")
+    parser.add_argument("--raw-schema", default=DEFAULT_RAW_SCHEMA)
     parser.add_argument("--schema", default="wal_lake", help="schema of the dbt models")
     return parser.parse_args(argv)
 

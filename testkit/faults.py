@@ -42,9 +42,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from unittest import mock
 
+from python_jobs.ingest.ledger import DEFAULT_SCHEMA as RAW_SCHEMA
 from python_jobs.spark_session import PROJECT_DIR
 
-RAW_SCHEMA = "wal_lake_raw"
 SCHEMA = "wal_lake"
 RAW_TABLES = ("wal_events", "wal_rejects", "wal_frontier", "wal_files", "wal_batches")
 MODEL_TABLES = ("sequin_events", "consumer_records", "record_history")

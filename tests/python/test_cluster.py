@@ -25,6 +25,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+from python_jobs.ingest.ledger import DEFAULT_SCHEMA as RAW_SCHEMA
+
 PROJECT_DIR = Path(__file__).resolve().parents[2]
 CLUSTER_SH = PROJECT_DIR / "scripts" / "cluster.sh"
 RESULT = "cluster-client-result: "
@@ -47,7 +49,7 @@ ONE_TASK_PROBE = "select id, row_number() over (order by id) as n from range(3)"
 COUNTS_SQL = (
     "select"
     " (select count(*) from wal_lake.sequin_events where source_id = 'shop_wal2json'),"
-    " (select count(*) from wal_lake_raw.wal_rejects),"
+    f" (select count(*) from {RAW_SCHEMA}.wal_rejects),"
     " (select count(*) from wal_lake_audit.sequin_violations)"
 )
 
@@ -96,7 +98,7 @@ def concurrent_sessions(threads: int = 4, rounds: int = 10, timeout: float = 120
         for _ in range(rounds):
             try:
                 conn = cluster.connect()
-                cluster.query(f"show table extended in wal_lake_raw like 'x{n}*'", conn)
+                cluster.query(f"show table extended in {RAW_SCHEMA} like 'x{n}*'", conn)
                 aligned.wait(timeout)
                 conn.close()
                 closed[n] += 1
