@@ -21,7 +21,7 @@ demo: setup
 
 ## lint: sqlfluff (sparksql, jinja templater: no Spark needed) and ruff
 lint: setup
-	@$(VENV)/bin/sqlfluff lint $(wildcard models tests snapshots analyses) --processes 2
+	@$(VENV)/bin/sqlfluff lint $(wildcard models tests analyses) --processes 2
 	@$(VENV)/bin/ruff check $(wildcard python_jobs testkit tests scripts benchmarks)
 	@$(VENV)/bin/ruff format --check $(wildcard python_jobs testkit tests scripts benchmarks)
 

@@ -134,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"      {summary.line()}")
     print("      typed mirrors: one dbt model per captured table")
     mirrors.generate(spark, args.raw_schema)
-    print("[4/4] dbt build: models, snapshot, unit and data tests")
+    print("[4/4] dbt build: models, unit and data tests")
     ok = dbt_build(spark, args.schema)
     report(spark, args.raw_schema, args.schema)
     ok = ok and not warehouse.verify(warehouse.spark_query(spark), landing, args.schema)
