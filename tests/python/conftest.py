@@ -36,8 +36,19 @@ atexit.register(shutil.rmtree, PROJECT_DIR / _MIRROR_MODELS, ignore_errors=True)
 # longest modules go first, so that neither worker is left running one of them alone at the end.
 SLOWEST_FIRST = ("test_faults", "test_cluster", "test_oracle_e2e", "test_models", "test_ingest_job")
 
+# Marked `slow` here, whole modules, so that the modules need no marker of their own: the end-to-end
+# runs of minutes (a real cluster, fault injection, the oracle's live workloads, the marts' multi-batch
+# build). `make check` leaves them out, and every test that needs the `postgres` fixture.
+SLOW_MODULES = frozenset({"test_faults", "test_cluster", "test_oracle_e2e", "test_models"})
+
 
 def pytest_collection_modifyitems(items) -> None:
+    for item in items:
+        if item.path.stem in SLOW_MODULES:
+            item.add_marker(pytest.mark.slow)
+        if "postgres" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.postgres)
+
     def rank(item) -> int:
         module = item.path.stem
         return SLOWEST_FIRST.index(module) if module in SLOWEST_FIRST else len(SLOWEST_FIRST)
