@@ -68,11 +68,18 @@ SLOW_MODULES = frozenset(
         "test_docs",
     }
 )
+# Single tests of fast modules that run the job's batching end to end: two thirds of their module.
+SLOW_TESTS = frozenset(
+    {
+        "test_ingest_debezium.py::test_positions_do_not_depend_on_the_batching",
+        "test_ingest_debezium.py::test_a_batch_that_looks_up_landed_events_is_held_apart_from_wal_events",
+    }
+)
 
 
 def pytest_collection_modifyitems(items) -> None:
     for item in items:
-        if item.path.stem in SLOW_MODULES:
+        if item.path.stem in SLOW_MODULES or f"{item.path.name}::{item.originalname}" in SLOW_TESTS:
             item.add_marker(pytest.mark.slow)
         if "postgres" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.postgres)
