@@ -1,9 +1,10 @@
-# The two commands of the README: `make demo` and `make test`. Each installs what it needs first.
+# The two commands of the README: `make demo` and `make test`; `make check` is the quick inner loop.
+# Each installs what it needs first.
 SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: setup setup-test bench-deps demo test lint bench clean
+.PHONY: setup setup-test bench-deps demo check test lint bench clean
 
 setup:
 	@bash scripts/setup.sh
@@ -21,9 +22,14 @@ demo: setup
 
 ## lint: sqlfluff (sparksql, jinja templater: no Spark needed) and ruff
 lint: setup
-	@$(VENV)/bin/sqlfluff lint $(wildcard models tests snapshots analyses) --processes 2
+	@$(VENV)/bin/sqlfluff lint $(wildcard models tests analyses) --processes 2
 	@$(VENV)/bin/ruff check $(wildcard python_jobs testkit tests scripts benchmarks)
 	@$(VENV)/bin/ruff format --check $(wildcard python_jobs testkit tests scripts benchmarks)
+
+## check: lint, then the fast tier: every test but the slow end-to-end modules (tests/python/conftest.py's
+## SLOW_MODULES) and those that need a live Postgres, the dbt unit tests included (docs/testing.md)
+check: setup lint bench-deps
+	@$(VENV)/bin/pytest -m "not slow and not postgres"
 
 ## test: lint, then the whole test suite (Spark, dbt, a real Postgres started by the tests); duckdb
 ## too, so the test of the benchmark's DuckDB peer runs instead of being skipped

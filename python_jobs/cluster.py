@@ -6,6 +6,7 @@ makes them known to the Thrift Server's metastore by location, idempotently, so 
 resolve. Against a cluster whose Spark applications share one Hive metastore it is not needed.
 
 ``query``: run one SQL statement through the Thrift Server and print the rows (tests, by hand).
+(Checking a sample's expected state on the cluster is the harness's: ``python -m testkit.warehouse``.)
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import os
 import sys
 from pathlib import Path
 
-from python_jobs.ingest.ledger import SCHEMAS
+from python_jobs.ingest.ledger import DEFAULT_SCHEMA, SCHEMAS
 
 
 def connect(host: str | None = None, port: int | None = None):
@@ -54,23 +55,12 @@ def register(warehouse: Path, schema: str, connection=None) -> list[str]:
     return registered
 
 
-def verify(landing: Path, schema: str) -> list[str]:
-    """The sample landing zone's expected state against consumer_records on the cluster."""
-    from python_jobs import demo
-
-    conn = connect()
-    return demo.verify(lambda sql: query(sql, conn), landing, schema)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m python_jobs.cluster", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     reg = sub.add_parser("register", help="register the landed raw tables with the Thrift Server")
     reg.add_argument("--warehouse", type=Path, required=True, help="the cluster's spark.sql.warehouse.dir")
-    reg.add_argument("--schema", default=os.environ.get("WAL_LAKE_RAW_SCHEMA", "wal_lake_raw"))
-    ver = sub.add_parser("verify", help="consumer_records on the cluster against a sample's expected state")
-    ver.add_argument("--landing", type=Path, required=True, help="a sample landing zone")
-    ver.add_argument("--schema", default=os.environ.get("WAL_LAKE_SCHEMA", "wal_lake"))
+    reg.add_argument("--schema", default=os.environ.get("WAL_LAKE_RAW_SCHEMA", DEFAULT_SCHEMA))
     q = sub.add_parser("query", help="run one SQL statement through the Thrift Server, print the rows")
     q.add_argument("sql")
     args = parser.parse_args(argv)
@@ -80,10 +70,6 @@ def main(argv: list[str] | None = None) -> int:
             print(
                 f"cluster: {len(done)} raw tables registered with the Thrift Server: {', '.join(done) or '-'}"
             )
-        elif args.command == "verify":
-            problems = verify(args.landing, args.schema)
-            print(f"cluster: consumer_records {'equal the expected state' if not problems else 'DIFFER'}")
-            return 1 if problems else 0
         else:
             for row in query(args.sql):
                 print("\t".join("" if v is None else str(v) for v in row))

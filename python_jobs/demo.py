@@ -12,16 +12,14 @@ import argparse
 import json
 import sys
 import time
-from collections.abc import Callable
-from functools import partial
 from pathlib import Path
-from typing import NamedTuple
 
+from python_jobs.ingest.ledger import DEFAULT_SCHEMA as DEFAULT_RAW_SCHEMA
 from python_jobs.spark_session import PROJECT_DIR, SparkSetupError, get_spark
 
 # The product's one import of the harness: the demo generates the sample and checks the models
 # against the state the sample expects.
-from testkit import sample
+from testkit import sample, warehouse
 
 RAW_TABLES = ("wal_events", "wal_rejects", "wal_frontier")
 MODEL_TABLES = (
@@ -41,7 +39,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--landing", default="landing/sample", help="landing zone to generate and land")
     parser.add_argument("--seed", type=int, default=7, help="sample data seed (default 7)")
     parser.add_argument("--transactions", type=int, default=200, help="sample transactions (default 200)")
-    parser.add_argument("--raw-schema", default="wal_lake_raw")
+    parser.add_argument("--raw-schema", default=DEFAULT_RAW_SCHEMA)
     parser.add_argument("--schema", default="wal_lake", help="schema of the dbt models")
     return parser.parse_args(argv)
 
@@ -99,104 +97,6 @@ def report_mirrors(spark, schema: str) -> None:
         print(f"  {row.mirror_relation:<52} {rows:>6,} rows, {row.columns} typed columns")
 
 
-Query = Callable[[str], list[tuple]]  # runs one SQL statement, returns its rows
-
-
-def spark_query(spark) -> Query:
-    return lambda sql: [tuple(row) for row in spark.sql(sql).collect()]
-
-
-class ConsumerRecord(NamedTuple):
-    source_id: str
-    source_schema: str
-    source_table: str
-    record_pk: str
-    record: dict[str, str | None]
-
-
-def consumer_records(
-    query: Query, schema: str, consumer: str = "all_tables", source_id: str | None = None
-) -> list[ConsumerRecord]:
-    """One consumer's consumer_records (of one source, or all), the record as column -> text.
-
-    ``to_json`` carries the record map the same way through Spark and through the Thrift Server."""
-    where = f"consumer_name = '{consumer}'" + (f" and source_id = '{source_id}'" if source_id else "")
-    rows = query(
-        "select source_id, source_schema, source_table, record_pk, to_json(record) "
-        f"from `{schema}`.consumer_records where {where}"
-    )
-    return [ConsumerRecord(i, s, t, pk, json.loads(record)) for i, s, t, pk, record in rows]
-
-
-def consumer_states(
-    query: Query, schema: str, consumer: str = "all_tables", source_id: str | None = None
-) -> dict[str, dict[str, list[dict]]]:
-    """consumer_records of one consumer (of one source, or all, in one query), per source as
-    {"schema.table": [row dicts]} (values as text)."""
-    states: dict[str, dict[str, list[dict]]] = {}
-    for r in consumer_records(query, schema, consumer, source_id):
-        tables = states.setdefault(r.source_id, {})
-        tables.setdefault(f"{r.source_schema}.{r.source_table}", []).append(r.record)
-    return states
-
-
-def consumer_state(
-    query: Query, schema: str, source_id: str, consumer: str = "all_tables"
-) -> dict[str, list[dict]]:
-    """consumer_records of one source and consumer as {"schema.table": [row dicts]} (values as text)."""
-    return consumer_states(query, schema, consumer, source_id).get(source_id, {})
-
-
-def verify(query: Query, landing: Path, schema: str) -> list[str]:
-    """consumer_records of every sample source against the generator's expected table state; prints a
-    line per source and returns the differences."""
-    problems = []
-    print("\nconsumer_records against the sample's expected table state:")
-    state_of = partial(consumer_state, query, schema)
-    for source_id, rows, found in sample.compare_with_expected(landing, state_of):
-        verdict = "equal" if not found else f"{len(found)} differences"
-        print(f"  {source_id:<16} {rows:>6,} expected rows: {verdict}")
-        problems.extend(f"{source_id}: {p}" for p in found)
-    for problem in problems[:20]:
-        print(f"    {problem}")
-    return problems
-
-
-def mirror_state(spark, schema: str, source_id: str) -> dict[str, list[dict]] | None:
-    """A source's typed mirrors as {"schema.table": [row dicts of the source's columns]}, the values as
-    Spark returns them; None when the source has no mirrors."""
-    if not spark.catalog.tableExists(f"{schema}.mirror_tables"):
-        return None
-    catalog = spark.sql(
-        f"select source_schema, source_table, mirror_relation, collect_list(column_name) as columns"
-        f" from {schema}.mirror_tables where source_id = '{source_id}' group by all"
-    ).collect()
-    if not catalog:
-        return None
-    return {
-        f"{m.source_schema}.{m.source_table}": [
-            {c: row[c] for c in m.columns} for row in spark.table(m.mirror_relation).collect()
-        ]
-        for m in catalog
-    }
-
-
-def verify_mirrors(spark, landing: Path, schema: str) -> list[str]:
-    """The typed mirrors of every sample source that has them against its expected table state,
-    compared typed; prints a line per source and returns the differences."""
-    problems = []
-    print("\ntyped mirrors against the sample's expected table state (compared typed):")
-    for source_id, rows, found in sample.compare_mirrors_with_expected(
-        landing, partial(mirror_state, spark, schema)
-    ):
-        verdict = "equal" if not found else f"{len(found)} differences"
-        print(f"  {source_id:<16} {rows:>6,} expected rows: {verdict}")
-        problems.extend(f"{source_id} mirrors: {p}" for p in found)
-    for problem in problems[:20]:
-        print(f"    {problem}")
-    return problems
-
-
 def main(argv: list[str] | None = None) -> int:
     from python_jobs import mirrors
     from python_jobs.ingest import job as ingest
@@ -234,11 +134,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"      {summary.line()}")
     print("      typed mirrors: one dbt model per captured table")
     mirrors.generate(spark, args.raw_schema)
-    print("[4/4] dbt build: models, snapshot, unit and data tests")
+    print("[4/4] dbt build: models, unit and data tests")
     ok = dbt_build(spark, args.schema)
     report(spark, args.raw_schema, args.schema)
-    ok = ok and not verify(spark_query(spark), landing, args.schema)
-    ok = ok and not verify_mirrors(spark, landing, args.schema)
+    ok = ok and not warehouse.verify(warehouse.spark_query(spark), landing, args.schema)
+    ok = ok and not warehouse.verify_mirrors(spark, landing, args.schema)
     elapsed = time.monotonic() - started
     verdict = "built and tested" if ok else "FAILED: see dbt's output above"
     print(f"\ndemo {verdict} in {elapsed:.0f}s")

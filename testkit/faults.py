@@ -42,9 +42,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from unittest import mock
 
+from python_jobs.ingest.ledger import DEFAULT_SCHEMA as RAW_SCHEMA
 from python_jobs.spark_session import PROJECT_DIR
 
-RAW_SCHEMA = "wal_lake_raw"
 SCHEMA = "wal_lake"
 RAW_TABLES = ("wal_events", "wal_rejects", "wal_frontier", "wal_files", "wal_batches")
 MODEL_TABLES = ("sequin_events", "consumer_records", "record_history")
@@ -420,8 +420,8 @@ class Reference:
             logs = self.root / "logs"
             raise RuntimeError(f"the reference's run '{tag}' failed (dbt's log in {logs}):\n{tail}")
         if verify:
-            from python_jobs.demo import spark_query
-            from python_jobs.demo import verify as verify_state
+            from testkit.warehouse import spark_query
+            from testkit.warehouse import verify as verify_state
 
             if verify_state(spark_query(self.spark), self.landing, SCHEMA):
                 raise RuntimeError("the reference's consumer_records differ from the sample's expected state")

@@ -498,17 +498,6 @@ def _identified(rows: dict[tuple, dict], pk: list[str], identity: dict):
     return None
 
 
-def replay_files(paths: Iterable) -> State:
-    """``replay_wal2json`` over landing files, read in name order."""
-
-    def lines():
-        for path in sorted(paths, key=lambda p: str(p)):
-            with open(path, encoding="utf-8") as handle:
-                yield from handle
-
-    return replay_wal2json(lines())
-
-
 # --- the expected change log ---------------------------------------------------------------------
 
 Change = tuple[int | None, str, str | None, str | None]  # commit_lsn (None: unknown), action, schema, table

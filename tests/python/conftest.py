@@ -33,11 +33,57 @@ atexit.register(shutil.rmtree, PROJECT_DIR / _MIRROR_MODELS, ignore_errors=True)
 
 
 # The suite runs in two workers, a module to a worker (pyproject.toml: -n 2 --dist loadfile). The
-# longest modules go first, so that neither worker is left running one of them alone at the end.
-SLOWEST_FIRST = ("test_faults", "test_cluster", "test_oracle_e2e", "test_models", "test_ingest_job")
+# longest modules go first, so that neither worker is left running one of them alone at the end; the
+# fast tier's longest follow, for the same reason in `make check`.
+SLOWEST_FIRST = (
+    "test_faults",
+    "test_cluster",
+    "test_oracle_e2e",
+    "test_models",
+    "test_ingest_job",
+    "test_mirrors",
+    "test_replica_identity",
+    "test_docs",
+    "test_dbt_unit",
+    "test_ingest_debezium",
+    "test_bad_input",
+    "test_ingest_wal2json",
+    "test_benchmark_peers",
+)
+
+# Marked `slow` here, whole modules, so that the modules need no marker of their own: the end-to-end
+# runs of a minute or more on 2 cores (a real cluster, fault injection, the oracle's live workloads,
+# the multi-batch dbt builds of the marts, the mirrors and the index identity, the job end to end on
+# a score of landing zones, the docs site). `make check` leaves them out, and every test that needs
+# the `postgres` fixture, so that it stays under five minutes on an idle 2-core machine.
+SLOW_MODULES = frozenset(
+    {
+        "test_faults",
+        "test_cluster",
+        "test_oracle_e2e",
+        "test_models",
+        "test_ingest_job",
+        "test_mirrors",
+        "test_replica_identity",
+        "test_docs",
+    }
+)
+# Single tests of fast modules that run the job's batching end to end: two thirds of their module.
+SLOW_TESTS = frozenset(
+    {
+        "test_ingest_debezium.py::test_positions_do_not_depend_on_the_batching",
+        "test_ingest_debezium.py::test_a_batch_that_looks_up_landed_events_is_held_apart_from_wal_events",
+    }
+)
 
 
 def pytest_collection_modifyitems(items) -> None:
+    for item in items:
+        if item.path.stem in SLOW_MODULES or f"{item.path.name}::{item.originalname}" in SLOW_TESTS:
+            item.add_marker(pytest.mark.slow)
+        if "postgres" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.postgres)
+
     def rank(item) -> int:
         module = item.path.stem
         return SLOWEST_FIRST.index(module) if module in SLOWEST_FIRST else len(SLOWEST_FIRST)

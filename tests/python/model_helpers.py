@@ -6,12 +6,13 @@ import json
 import os
 from datetime import UTC, datetime, timedelta
 
-from python_jobs.demo import consumer_records, spark_query
+from python_jobs.ingest.ledger import DEFAULT_SCHEMA
+from testkit.warehouse import consumer_records, spark_query
 
 
 def raw_schema() -> str:
     """Where the models' sources are: the test module's own raw schema (conftest's ``schemas``)."""
-    return os.environ.get("WAL_LAKE_RAW_SCHEMA", "wal_lake_raw")
+    return os.environ.get("WAL_LAKE_RAW_SCHEMA", DEFAULT_SCHEMA)
 
 
 WAL_EVENTS_DDL = """

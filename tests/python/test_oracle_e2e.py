@@ -38,10 +38,10 @@ import psycopg
 import pytest
 
 from python_jobs import capture, mirrors
-from python_jobs.demo import consumer_states, spark_query
 from python_jobs.ingest import job as ingest
 from python_jobs.lsn import format_lsn, parse_lsn
 from testkit import connect_schema, debezium_rendering, oracle, soak, workload
+from testkit.warehouse import consumer_states, spark_query
 
 SEEDS = range(1, 21)
 LATE_SEED = 14  # its split transaction's middle file arrives late
