@@ -14,7 +14,7 @@
         unique_key=['source_id', 'source_schema', 'source_table', 'record_pk'],
         on_schema_change='fail',
         post_hook="{{ unstamp_consumed_seq() }}",
-        meta={'wal_lake_consumer': {'reads': 'sequin_events', 'subscriptions': false}},
+        meta={'wal_lake_reads_by_seq': {'reads': 'sequin_events', 'subscriptions': false}},
     )
 }}
 {%- set incremental = is_incremental() -%}
@@ -22,10 +22,7 @@
 {#-
     `upto` rides on the model's own Delta commit (its merge or create), so the next run starts
     exactly where this one ended, even when its last touches were deletes, and the models reading
-    it by seq read it back; the post-hook clears the mark. Only a run that writes stamps: not a
-    compile, not a unit test.
+    it by seq read it back; the post-hook clears the mark.
 -#}
-{%- if execute and flags.WHICH in ('run', 'build') and model.resource_type == 'model' -%}
-    {%- do run_query(stamp_consumed_seq(bounds)) -%}
-{%- endif -%}
+{%- do stamp_run(bounds) -%}
 {{ apply_touches(bounds, ref('sequin_events'), this, incremental) }}
