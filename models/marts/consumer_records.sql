@@ -1,6 +1,6 @@
 {#-
     One row per consumer and live source record: source_records (the touches of every table folded
-    once, by the contract's rules: `apply_touches`) projected onto each consumer's subscribed tables.
+    once, by the contract's rules, in source_records.sql) projected onto each consumer's subscribed tables.
 
     records (source_records, seq in (consumed, upto]) -> touched_tables
     touched_tables + subscriptions -> subscribed_tables (a pattern matched once per table)
