@@ -20,9 +20,10 @@ bench-deps: setup
 demo: setup
 	@$(PY) -m python_jobs.demo
 
-## lint: sqlfluff (sparksql, jinja templater: no Spark needed) and ruff
+## lint: sqlfluff (sparksql, jinja templater: no Spark needed) and ruff. macros/ by its topic
+## folders (macros/<topic>/, with macros/.sqlfluff), so a macro file lands in one to be linted.
 lint: setup
-	@$(VENV)/bin/sqlfluff lint $(wildcard models tests analyses) --processes 2
+	@$(VENV)/bin/sqlfluff lint $(wildcard models tests analyses macros/*/) --processes 2
 	@$(VENV)/bin/ruff check $(wildcard python_jobs testkit tests scripts benchmarks)
 	@$(VENV)/bin/ruff format --check $(wildcard python_jobs testkit tests scripts benchmarks)
 

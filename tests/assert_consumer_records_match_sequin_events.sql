@@ -2,6 +2,8 @@
 -- table and a change that moved a row to a new key count as touches) is not a delete, each at that
 -- touch's seq; and where that touch sent the whole row (an insert or snapshot read that moved no
 -- row) the record must be that row. Changes of tables without a key have no record.
+-- An independent derivation: it calls none of the models' macros (a glob is matched as a regular
+-- expression here, as LIKE there; a key move is written out).
 with
 
 sequin as (
@@ -31,9 +33,9 @@ subscribed as (
     from sequin
     inner join subscriptions
         on
-            {{ table_matches(
-                'sequin.source_schema', 'sequin.source_table', 'subscriptions.schema_glob', 'subscriptions.table_glob'
-            ) }}
+            -- `*` is any run of characters, the rest is literal (quoted as \Q...\E).
+            sequin.source_schema rlike concat('^\\Q', replace(subscriptions.schema_glob, '*', '\\E.*\\Q'), '\\E$')
+            and sequin.source_table rlike concat('^\\Q', replace(subscriptions.table_glob, '*', '\\E.*\\Q'), '\\E$')
 
 ),
 
@@ -62,11 +64,12 @@ key_touches as (
         old_record_pk as record_pk,
         seq,
         'delete' as action,
-        {{ null_record() }} as record,
+        -- sqlfluff's sparksql reads `map<` as a comparison.
+        cast(null as map<string, string>) as record,  -- noqa: LT01
         cast(null as string) as old_record_pk
 
     from subscribed
-    where {{ is_key_change() }}
+    where old_record_pk is not null and old_record_pk != record_pk
 
 ),
 

@@ -1,6 +1,6 @@
 {#-
     One row per consumer and live source record: source_records (the touches of every table folded
-    once, by the contract's rules: `apply_touches`) projected onto each consumer's subscribed tables.
+    once, by the contract's rules, in source_records.sql) projected onto each consumer's subscribed tables.
 
     records (source_records, seq in (consumed, upto]) -> touched_tables
     touched_tables + subscriptions -> subscribed_tables (a pattern matched once per table)
@@ -21,7 +21,7 @@
         merge_delete_column='is_deleted',
         on_schema_change='ignore',
         post_hook="{{ unstamp_consumed_seq() }}",
-        meta={'wal_lake_consumer': {'reads': 'source_records', 'subscriptions': true}},
+        meta={'wal_lake_reads_by_seq': {'reads': 'source_records', 'subscriptions': true}},
     )
 }}
 {#-
@@ -35,12 +35,9 @@
 ) -%}
 {#-
     `upto` rides on the model's own Delta commit (its merge or create), so the next run starts
-    exactly where this one ended; the post-hook clears the mark. Only a run that writes stamps:
-    not a compile, not a unit test.
+    exactly where this one ended; the post-hook clears the mark.
 -#}
-{%- if execute and flags.WHICH in ('run', 'build') and model.resource_type == 'model' -%}
-    {%- do run_query(stamp_consumed_seq(bounds)) -%}
-{%- endif %}
+{%- do stamp_run(bounds) %}
 
 with
 

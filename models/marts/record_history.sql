@@ -1,55 +1,27 @@
--- Every version of every source record, from the change log: when it began and ended (seq and
--- commit time), and whether that version is a deletion. A version ends at the record's next touch,
--- or at a truncate of its table, whichever comes first. Changes of tables without a key have no
--- record to version: they stay in sequin_events (keyless_changes counts them).
+{#-
+    Every version of every source record, from its touches (int_record_touches): when it began and
+    ended (seq and commit time), and whether that version is a deletion. Changes of tables without
+    a key have no record to version: they stay in sequin_events (keyless_changes counts them).
+
+    touches (int_record_touches) -> move_bases (`key_move_bases`; only when a key ever moved)
+    touches + move_bases -> touches_with_bases
+    touches_with_bases -> versions (each touch's full record, folded up to it; the next touch)
+    versions + truncates (sequin_events) -> ended (the next truncate of its table) -> final
+
+    A version ends at the record's next touch, or at a truncate of its table, whichever comes first.
+    Its record is the fold of the record's touches up to it, in seq order (`fold_record`): an insert
+    or read replaces the row, a delete removes it, an update overlays the columns it sent, over the
+    moved row's record (`base`) when it moved one from another key.
+-#}
 {%- set table_key = ['source_id', 'source_schema', 'source_table'] -%}
 {%- set key_moves = count_key_moves(ref('sequin_events')) %}
 {%- set chains = key_move_chains(ref('sequin_events')) if key_moves else [] %}
 
 with{% if key_moves and chains is none %} recursive{% endif %}
 
-sequin as (
-
-    select * from {{ ref('sequin_events') }}
-
-),
-
 touches as (
 
-    select
-        source_id,
-        source_schema,
-        source_table,
-        record_pk,
-        old_record_pk,
-        seq,
-        commit_lsn,
-        commit_idx,
-        committed_at,
-        action,
-        record
-
-    from sequin
-    where action in ('insert', 'update', 'delete', 'read') and record_pk is not null
-
-    union all
-
-    -- A change that moved a row to a new key ends the old key's record.
-    select
-        source_id,
-        source_schema,
-        source_table,
-        old_record_pk as record_pk,
-        cast(null as string) as old_record_pk,
-        seq,
-        commit_lsn,
-        commit_idx,
-        committed_at,
-        'delete' as action,
-        {{ null_record() }} as record
-
-    from sequin
-    where {{ is_key_change() }}
+    select * from {{ ref('int_record_touches') }}
 
 ),
 
@@ -61,7 +33,7 @@ truncates as (
         source_table,
         seq,
         committed_at
-    from sequin
+    from {{ ref('sequin_events') }}
     where action = 'truncate'
 
 ),

@@ -1,3 +1,18 @@
+{#-
+    The ordered, deduplicated change log: every landed change once, numbered with a bigint `seq`
+    above the table's maximum, in (commit_lsn, commit_idx) order per source.
+
+    int_events_consumable (landed, at or below the frontier) -> events (batches past the consumed)
+    events + consumed (each source's greatest consumed position) -> unconsumed
+      (a position at or below the consumed one is a replay or a violation: sequin_violations)
+    unconsumed -> new_changes (one row per position: the first landed copy)
+    new_changes -> resolved_changes (old keys of REPLICA IDENTITY USING INDEX changes looked up,
+      `identity_old_keys`; only when the run has some)
+    seq numbering: unconsumed -> transactions (first commit_idx, span) -> range_spans
+      -> source_spans -> source_offsets -> range_offsets -> transaction_offsets
+    resolved_changes + transaction_offsets + max_seq -> final
+      (seq = max_seq + the transaction's offset + commit_idx past its first + 1)
+-#}
 {{
     config(
         materialized='incremental',
@@ -21,9 +36,6 @@
 -#}
 {%- set consumed = consumed_positions(this) if is_incremental() else [] -%}
 {%- set resolve_identities = has_identity_lookups(ref('int_events_consumable'), consumed) -%}
-{%- set state_columns = [
-    'source_id', 'source_schema', 'source_table', 'commit_lsn', 'commit_idx', 'action', 'record_pk', 'record'
-] -%}
 {#- seq's running sums go per range of 2^seq_range_bits bytes of WAL (16 MiB): transactions' tasks. -#}
 {%- set seq_range_bits = var('wal_lake_seq_range_bits', 24) | int -%}
 
@@ -78,186 +90,23 @@ new_changes as (
 
 ),
 
-lookups as (
+{%- if resolve_identities %}
 
-    -- REPLICA IDENTITY USING INDEX on columns other than the key: an update or delete whose identity
-    -- lacks the key landed its identity in old_identity, for the old key to be resolved here: the
-    -- record_pk of the latest earlier non-delete row of the table (this run's or the log's) whose
-    -- record has those values on the identity's columns. An update's own record_pk is its new key,
-    -- so a chain of moves in one run resolves without recursion. A delete that nothing earlier
-    -- resolves keeps a null record_pk (keyless_changes counts it).
-    select
-        source_id,
-        source_schema,
-        source_table,
-        commit_lsn,
-        commit_idx,
-        old_identity,
-        array_sort(map_keys(old_identity)) as identity_columns
+    -- REPLICA IDENTITY USING INDEX on columns other than the key: the old keys of the updates and
+    -- deletes that landed only their identity, looked up in this run's states and the log's.
+    {{ identity_old_keys('new_changes', this if is_incremental() else none) }},
+{%- else %}
 
-    from new_changes
-    -- A run without any plans nothing of the lookup: Spark drops the joins with an empty side.
-    where old_identity is not null{% if not resolve_identities %} and false{% endif %}
+    -- No change of the run landed an old_identity: every key is as it was sent.
+    resolved_changes as (
 
-),
+        select * from new_changes
 
-identities as (
+    ),
+{%- endif %}
 
-    select
-        source_id,
-        source_schema,
-        source_table,
-        commit_lsn,
-        commit_idx,
-        identity_columns,
-        transform(identity_columns, identity_column -> old_identity[identity_column]) as identity_values
-
-    from lookups
-
-),
-
-identity_columns as (
-
-    select distinct
-        source_id,
-        source_schema,
-        source_table,
-        identity_columns
-
-    from identities
-
-),
-
-logged_states as (
-
-    -- The log's states (none on a full refresh, whose history is all in this run).
-    select {{ state_columns | join(', ') }}
-    {% if is_incremental() -%}
-        from {{ this }}
-    {%- else -%}
-        from new_changes
-        where false
-    {%- endif %}
-
-),
-
-states as (
-
-    select {{ state_columns | join(', ') }}
-    from new_changes
-
-    union all
-
-    select * from logged_states
-
-),
-
-known_states as (
-
-    select * except (action)
-    from states
-    where action not in ('delete', 'truncate') and record_pk is not null
-
-),
-
-identified_states as (
-
-    select
-        known_states.source_id,
-        known_states.source_schema,
-        known_states.source_table,
-        known_states.commit_lsn,
-        known_states.commit_idx,
-        known_states.record_pk,
-        identity_columns.identity_columns,
-        transform(
-            identity_columns.identity_columns, identity_column -> known_states.record[identity_column]
-        ) as identity_values
-
-    from known_states
-    inner join identity_columns
-        on
-            known_states.source_id = identity_columns.source_id
-            and known_states.source_schema = identity_columns.source_schema
-            and known_states.source_table = identity_columns.source_table
-
-),
-
-states_and_lookups as (
-
-    select
-        identified_states.*,
-        true as is_known_state
-
-    from identified_states
-    left semi join identities
-        on
-            identified_states.source_id = identities.source_id
-            and identified_states.source_schema = identities.source_schema
-            and identified_states.source_table = identities.source_table
-            and identified_states.identity_columns = identities.identity_columns
-            and identified_states.identity_values = identities.identity_values
-
-    union all
-
-    select
-        source_id,
-        source_schema,
-        source_table,
-        commit_lsn,
-        commit_idx,
-        cast(null as string) as record_pk,
-        identity_columns,
-        identity_values,
-        false as is_known_state
-
-    from identities
-
-),
-
-old_keys as (
-
-    select
-        source_id,
-        commit_lsn,
-        commit_idx,
-        is_known_state,
-        -- A known state at the lookup's own position (an update leaving its identity as it was)
-        -- sorts after the lookup, so it is not taken for the state before the change.
-        last(record_pk, true) over (
-            partition by source_id, source_schema, source_table, identity_columns, identity_values
-            order by commit_lsn, commit_idx, is_known_state
-            rows between unbounded preceding and 1 preceding
-        ) as old_key
-
-    from states_and_lookups
-
-),
-
-resolved_changes as (
-
-    select
-        new_changes.* except (record_pk, old_record_pk),
-        case
-            when new_changes.action = 'delete' then coalesce(new_changes.record_pk, old_keys.old_key)
-            else new_changes.record_pk
-        end as record_pk,
-        case
-            when new_changes.action = 'update' and old_keys.old_key != new_changes.record_pk
-                then coalesce(new_changes.old_record_pk, old_keys.old_key)
-            else new_changes.old_record_pk
-        end as old_record_pk
-
-    from new_changes
-    left join old_keys
-        on
-            new_changes.source_id = old_keys.source_id
-            and new_changes.commit_lsn = old_keys.commit_lsn
-            and new_changes.commit_idx = old_keys.commit_idx
-            and not old_keys.is_known_state
-
-),
-
+-- seq numbering, apart from the changes: one row per transaction, offsets summed per range of WAL,
+-- per source, then over the sources.
 max_seq as (
 
     {% if is_incremental() -%}

@@ -1,11 +1,25 @@
 {#-
     One row per source record, for every captured table whatever the consumers subscribe to: the
-    record as of its last touch, folded from sequin_events by the contract's rules
-    (`apply_touches`). This is the one fold of the project: consumer_records projects it onto each
-    consumer's tables, and the typed mirrors and mirror_rejects read it by seq. A record that a
-    delete, a key move or a truncate removed stays as a row (a tombstone: record null, is_deleted
-    true, the seq of the change that removed it), so that a model applying the changes since its
-    last run sees the removals too. A full refresh writes live records only.
+    record as of its last touch, folded from the touches (int_record_touches) by the contract's
+    rules. This is the one fold of the project: consumer_records projects it onto each consumer's
+    tables, and the typed mirrors and mirror_rejects read it by seq.
+
+    touches (int_record_touches, seq in (consumed, upto]) + truncates (sequin_events, same range)
+      -> live_touches (minus what a truncate voided)
+    this (+ truncates) -> existing -> starting_records
+    live_touches + starting_records -> move_bases (`key_move_bases`; only when a key moved)
+    live_touches + move_bases -> touches_with_bases
+    touches_with_bases + starting_records -> flattened (fold in seq order) -> applied
+    existing, untouched since a truncate of its table -> truncated
+    applied + truncated -> combined -> final
+
+    The rules: the last touch in seq order wins; a delete removes the record; a truncate voids
+    every touch of its table before it; a key move ends the old key (a delete touch) and carries
+    the old key's record to the new one (`base`); a column an update leaves out keeps its value
+    (`fold_record`). A record that a delete, a key move or a truncate removed stays as a row (a
+    tombstone: record null, is_deleted true, the seq of the change that removed it), so that a model
+    applying the changes since its last run sees the removals too. A full refresh writes live
+    records only.
 -#}
 {{
     config(
@@ -14,7 +28,7 @@
         unique_key=['source_id', 'source_schema', 'source_table', 'record_pk'],
         on_schema_change='fail',
         post_hook="{{ unstamp_consumed_seq() }}",
-        meta={'wal_lake_consumer': {'reads': 'sequin_events', 'subscriptions': false}},
+        meta={'wal_lake_reads_by_seq': {'reads': 'sequin_events', 'subscriptions': false}},
     )
 }}
 {%- set incremental = is_incremental() -%}
@@ -22,10 +36,229 @@
 {#-
     `upto` rides on the model's own Delta commit (its merge or create), so the next run starts
     exactly where this one ended, even when its last touches were deletes, and the models reading
-    it by seq read it back; the post-hook clears the mark. Only a run that writes stamps: not a
-    compile, not a unit test.
+    it by seq read it back; the post-hook clears the mark.
 -#}
-{%- if execute and flags.WHICH in ('run', 'build') and model.resource_type == 'model' -%}
-    {%- do run_query(stamp_consumed_seq(bounds)) -%}
-{%- endif -%}
-{{ apply_touches(bounds, ref('sequin_events'), this, incremental) }}
+{%- do stamp_run(bounds) -%}
+{%- set table_key = ['source_id', 'source_schema', 'source_table'] -%}
+{%- set record_key = table_key + ['record_pk'] -%}
+{#-
+    A few key moves are broadcast, so only the touches of moved-from keys are shuffled; a mass
+    re-key falls back to a shuffle join.
+-#}
+{%- set broadcast_moves = bounds.key_moves <= var('wal_lake_broadcast_key_moves', 200000) | int %}
+{#-
+    Each move's base (a whole record) is broadcast too when there are few enough, so the touches
+    shuffle once, by record key, for the fold.
+-#}
+{%- set broadcast_bases = bounds.key_moves <= var('wal_lake_broadcast_move_bases', 100000) | int %}
+{#- Chains of moves (a row moved twice) resolve in one pass when listed, by recursion otherwise. #}
+{%- set chains = bounds.get('key_move_chains') %}
+
+with{% if bounds.key_moves and chains is none %} recursive{% endif %}
+
+touches as (
+
+    select * from {{ ref('int_record_touches') }}
+    where seq > {{ bounds.consumed }} and seq <= {{ bounds.upto }}
+
+),
+
+truncates as (
+
+    select
+        {{ table_key | join(',\n        ') }},
+        max(seq) as truncated_seq
+
+    from {{ ref('sequin_events') }}
+    where
+        action = 'truncate'
+        and seq > {{ bounds.consumed }}
+        and seq <= {{ bounds.upto }}
+    group by {{ table_key | join(', ') }}
+
+),
+
+-- A truncate voids every touch of its table before it. There is at most one truncates row per
+-- table: broadcast, so the touches are not shuffled by table.
+live_touches as (
+
+    select /*+ broadcast(truncates) */ touches.*
+    from touches
+    left join truncates
+        on
+            {{ columns_equal('touches', 'truncates', table_key) }}
+    where truncates.truncated_seq is null or touches.seq > truncates.truncated_seq
+
+),
+
+existing as (
+
+    {% if incremental -%}
+        select /*+ broadcast(truncates) */
+            existing_records.*,
+            truncates.truncated_seq
+
+        from {{ this }} as existing_records
+        left join truncates
+            on
+                {{ columns_equal('existing_records', 'truncates', table_key) }}
+    {%- else -%}
+        select
+            {%- for column in table_key %}
+                cast(null as string) as {{ column }},
+            {%- endfor %}
+            cast(null as string) as record_pk,
+            {{ null_record() }} as record,
+            cast(null as bigint) as seq,
+            cast(null as bigint) as commit_lsn,
+            cast(null as string) as commit_lsn_text,
+            cast(null as int) as commit_idx,
+            cast(null as timestamp) as committed_at,
+            cast(null as string) as action,
+            cast(null as boolean) as is_deleted,
+            cast(null as bigint) as truncated_seq
+        where false
+    {%- endif %}
+
+),
+
+-- The record each key held before this run, unless a truncate in this run removed it.
+starting_records as (
+
+    select *
+    from existing
+    where truncated_seq is null or seq > truncated_seq
+
+),
+{%- if bounds.key_moves %}
+
+    -- A key move carries the old key's last record before it (`base`): its last whole-row touch or
+    -- starting record, or what an earlier move brought there, with the updates since laid over.
+    {{ key_move_bases(
+        'live_touches', 'starting_records', table_key, broadcast=broadcast_moves, chains=chains
+    ) }},
+
+    touches_with_bases as (
+
+        select {% if broadcast_bases %}/*+ broadcast(move_bases) */ {% endif %}
+            live_touches.*,
+            move_bases.base
+
+        from live_touches
+        left join move_bases
+            on
+                {{ columns_equal('live_touches', 'move_bases', record_key + ['seq']) }}
+
+    ),
+{%- else %}
+
+    -- No key moved in this run: no touch has another key's record to start from.
+    touches_with_bases as (
+
+        select
+            live_touches.*,
+            {{ null_record() }} as base
+
+        from live_touches
+
+    ),
+{%- endif %}
+
+flattened as (
+
+    select
+        {%- for column in record_key %}
+            touches_with_bases.{{ column }},
+        {%- endfor %}
+        -- In seq order from the starting record: an insert or read replaces it, a delete removes it,
+        -- an update overlays the columns it sent (over the moved row's base, when it moved one).
+        {{ fold_record(
+            "collect_list(struct(
+                touches_with_bases.seq,
+                touches_with_bases.action,
+                touches_with_bases.record,
+                touches_with_bases.base
+            ))",
+            "first(starting_records.record, true)"
+        ) }} as record,
+        max_by(
+            struct(
+                touches_with_bases.seq,
+                touches_with_bases.commit_lsn,
+                touches_with_bases.commit_idx,
+                touches_with_bases.committed_at,
+                touches_with_bases.action
+            ),
+            touches_with_bases.seq
+        ) as last_touch
+
+    from touches_with_bases
+    left join starting_records
+        on
+            {{ columns_equal('touches_with_bases', 'starting_records', record_key) }}
+    group by
+        touches_with_bases.{{ record_key | join(',\n        touches_with_bases.') }}
+
+),
+
+applied as (
+
+    select
+        {{ record_key | join(',\n        ') }},
+        record,
+        last_touch.seq as seq,
+        last_touch.commit_lsn as commit_lsn,
+        {{ lsn_to_text('last_touch.commit_lsn') }} as commit_lsn_text,
+        last_touch.commit_idx as commit_idx,
+        last_touch.committed_at as committed_at,
+        last_touch.action as action,
+        record is null as is_deleted
+
+    from flattened
+
+),
+
+-- Records a truncate in this run removed and no later touch brought back.
+truncated as (
+
+    select
+        existing.{{ record_key | join(',\n        existing.') }},
+        {{ null_record() }} as record,
+        -- A tombstone at the truncate's seq, so what reads this table's changes by seq sees it.
+        existing.truncated_seq as seq,
+        existing.commit_lsn,
+        existing.commit_lsn_text,
+        existing.commit_idx,
+        existing.committed_at,
+        'truncate' as action,
+        true as is_deleted
+
+    from existing
+    left anti join applied
+        on
+            {{ columns_equal('existing', 'applied', record_key) }}
+    where
+        existing.seq < existing.truncated_seq
+        and not existing.is_deleted
+
+),
+
+combined as (
+
+    select * from applied
+    union all
+    select * from truncated
+
+),
+
+-- A full refresh writes live records only; an incremental run writes removals as tombstones.
+final as (
+
+    select * from combined
+    {%- if not incremental %}
+        where not is_deleted
+    {%- endif %}
+
+)
+
+select * from final

@@ -1,6 +1,6 @@
 {#-
     `run_query(sql)`, asked of the warehouse once per dbt invocation: a later call with the same SQL
-    text in the same invocation gets the first answer. For what a consumer model reads more than
+    text in the same invocation gets the first answer. For what a model that reads by seq reads more than
     once in a run and what the run itself does not change before it asks again: its stamp (`describe
     history`), sequin_events' table id and the subscriptions' fingerprint are read while the model
     renders (is_incremental(), fold_run_bounds) and again by the materialization

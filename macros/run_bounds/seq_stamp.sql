@@ -1,5 +1,5 @@
 {#-
-    What a consumer model's latest stamped Delta commit says it was built from (commit user
+    What the latest stamped Delta commit of a model that reads by seq says it was built from (commit user
     metadata written by `stamp_consumed_seq`, read from the last 50 commits): `consumed_seq`, the
     greatest sequin_events seq applied; `sequin_table_id`, the Delta table id of the sequin_events
     that seq belongs to; `subscriptions`, the fingerprint of the consumers it was applied for.
@@ -10,7 +10,7 @@
     models after it in the run read it (the mirrors reading source_records'), cached apart from what
     the model itself read before its commit.
 -#}
-{% macro consumer_stamp(relation, after_its_run=false) %}
+{% macro seq_stamp(relation, after_its_run=false) %}
     {%- if not execute -%}
         {{ return(none) }}
     {%- endif -%}

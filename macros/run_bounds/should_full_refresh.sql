@@ -1,9 +1,9 @@
 {#-
     dbt's own `should_full_refresh` (it decides `is_incremental()` and the incremental
-    materialization's rebuild), plus one rule: a model that applies another by seq (config
-    `meta: {wal_lake_consumer: {reads: <model>, subscriptions: <bool>}}`) whose stamp no longer
-    matches the model it reads or the consumers (`consumer_rebuild_reason`) rebuilds itself instead
-    of applying seqs that name other changes. With `full_refresh: false` it refuses to run instead.
+    materialization's rebuild), plus one rule: a model that reads another by seq (config
+    `meta: {wal_lake_reads_by_seq: {reads: <model>, subscriptions: <bool>}}`) whose stamp no longer
+    matches the model it reads or the consumers (`rebuild_reason`) rebuilds itself instead of
+    applying seqs that name other changes. With `full_refresh: false` it refuses to run instead.
 -#}
 {% macro should_full_refresh() %}
     {%- set full_refresh = config.get('full_refresh') -%}
@@ -11,7 +11,13 @@
     {%- if full_refresh is none -%}
         {%- set full_refresh = flags.FULL_REFRESH -%}
     {%- endif -%}
-    {%- if full_refresh or not execute or not (config.get('meta') or {}).get('wal_lake_consumer') -%}
+    {%- set meta = config.get('meta') or {} -%}
+    {#-
+        mirror_table and mirror_rejects still spell the key `wal_lake_consumer`, its former name:
+        read until they are renamed.
+    -#}
+    {%- set reader = meta.get('wal_lake_reads_by_seq') or meta.get('wal_lake_consumer') -%}
+    {%- if full_refresh or not execute or not reader -%}
         {{ return(full_refresh) }}
     {%- endif -%}
     {%- if adapter.get_relation(this.database, this.schema, this.identifier) is none -%}
@@ -21,11 +27,10 @@
         source_records reads sequin_events; consumer_records reads source_records for the
         consumers' subscriptions; the mirrors and mirror_rejects read it without.
     -#}
-    {%- set consumer = config.get('meta').get('wal_lake_consumer') -%}
-    {%- set reason = consumer_rebuild_reason(
+    {%- set reason = rebuild_reason(
         this,
-        ref(consumer['reads']),
-        ref('int_consumer_subscriptions') if consumer['subscriptions'] else none
+        ref(reader['reads']),
+        ref('int_consumer_subscriptions') if reader['subscriptions'] else none
     ) -%}
     {%- if reason and never -%}
         {{ exceptions.raise_compiler_error(

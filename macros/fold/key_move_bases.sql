@@ -11,9 +11,9 @@
     values from before that delete. An earlier move onto the old key makes a chain (A -> B -> C,
     A -> B -> A), resolved oldest link first. With `chains` (key_move_chains: each chained move's
     chain and position, a list, empty when no row moved twice) in one grouping of the links;
-    without it (too many chained moves to list) by recursion, in a `with recursive` clause: at most
-    `wal_lake_max_key_move_chain` moves of one row in one build, each level planning and running
-    the links' query again.
+    without it (more than `wal_lake_max_chained_key_moves` chained moves to list) by recursion, in
+    a `with recursive` clause: at most Spark's `spark.sql.cteRecursionLevelLimit` (100) moves of one
+    row in one build, each level planning and running the links' query again.
     `broadcast`: the moves are few; broadcast them so only the touches of moved-from keys shuffle.
 -#}
 {% macro key_move_bases(touches, starting_records, table_key, broadcast=true, chains=none) -%}
@@ -107,7 +107,7 @@
 
 {%- if chains is none %}
 
-    move_bases max recursion level {{ var('wal_lake_max_key_move_chain', 100) }} as (
+    move_bases as (
 
         select
             {{ table_key | join(', ') }},

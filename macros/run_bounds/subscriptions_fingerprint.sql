@@ -1,6 +1,6 @@
 {#-
     A fingerprint (sha2 text) of the consumers' subscriptions (`relation`: int_consumer_subscriptions):
-    a consumer model built for one set of subscriptions is rebuilt when it changes. None when not
+    a model built for one set of subscriptions (consumer_records) is rebuilt when it changes. None when not
     executing; 'none' for a model that applies no subscriptions (`relation` none: source_records
     and the mirrors). Read once per invocation (`run_query_once`).
 -#}

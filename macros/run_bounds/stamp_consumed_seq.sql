@@ -1,8 +1,8 @@
 {#-
     SQL that marks every Delta commit of this session, until `unstamp_consumed_seq`, with what a
-    consumer model applies: the seq it applies up to, the sequin_events table id that seq belongs
+    model that reads by seq applies: the seq it applies up to, the sequin_events table id that seq belongs
     to and the fingerprint of its consumers (`bounds` of `fold_run_bounds`), read back by
-    `consumer_stamp`.
+    `seq_stamp`.
 -#}
 {% macro stamp_consumed_seq(bounds) %}
     {%- set mark = 'wal_lake.consumed_seq=' ~ bounds.upto ~ ',sequin_table_id=' ~ bounds.sequin_table_id

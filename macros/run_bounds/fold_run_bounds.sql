@@ -2,7 +2,7 @@
     Everything source_records (the one fold of sequin_events) reads before it renders, in one
     place, so a unit test overrides it with one dict. Returns the run's seq range (consumed, upto]
     and what it was built from:
-    - consumed: the greatest seq already applied (`consumer_stamp`); 0 when not `incremental`.
+    - consumed: the greatest seq already applied (`seq_stamp`); 0 when not `incremental`.
     - upto: the greatest seq of sequin_events now. Fixed here, so rows landed during the run wait
       for the next one.
     - key_moves: how many changes in the range moved a row to a new primary key. The model leaves
@@ -10,7 +10,7 @@
     - key_move_chains: the moves in the range that continue or are continued by another move of
       the same row (`key_move_chains`; empty when none, none when too many to list).
     - sequin_table_id: what the model stamps beside `upto` (`stamp_consumed_seq`), so the next run
-      can tell whether its seq still means the same change (`consumer_rebuild_reason`);
+      can tell whether its seq still means the same change (`rebuild_reason`);
       subscriptions 'none': the fold is per source, whatever the consumers subscribe to.
     Only reads: stamping is the model's own step. Zeros when not executing, so the parse renders
     the plan without moves.
@@ -24,7 +24,7 @@
     {%- endif -%}
     {%- set consumed = 0 -%}
     {%- if incremental -%}
-        {%- set stamp = consumer_stamp(relation) -%}
+        {%- set stamp = seq_stamp(relation) -%}
         {%- if stamp is none -%}
             {{ exceptions.raise_compiler_error(relation ~ ' has no stamped commit to continue from') }}
         {%- endif -%}

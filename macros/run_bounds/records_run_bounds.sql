@@ -12,7 +12,7 @@
     {%- if not execute -%}
         {{ return(bounds) }}
     {%- endif -%}
-    {%- set records_stamp = consumer_stamp(records, after_its_run=true) -%}
+    {%- set records_stamp = seq_stamp(records, after_its_run=true) -%}
     {%- if records_stamp is none -%}
         {{ exceptions.raise_compiler_error(records ~ ' has no stamped commit: build it before ' ~ relation) }}
     {%- endif -%}
@@ -22,7 +22,7 @@
         'subscriptions': subscriptions_fingerprint(subscriptions_relation),
     }) -%}
     {%- if incremental -%}
-        {%- set stamp = consumer_stamp(relation) -%}
+        {%- set stamp = seq_stamp(relation) -%}
         {%- if stamp is none -%}
             {{ exceptions.raise_compiler_error(relation ~ ' has no stamped commit to continue from') }}
         {%- endif -%}
