@@ -51,6 +51,7 @@ from python_jobs.ingest.plan import (
     DEFAULT_MAX_BATCH_BYTES,
     FORMAT_AUTO,
     FORMATS,
+    check_present,
     check_unchanged,
     plan_new_batch,
     write_plan,
@@ -327,6 +328,7 @@ def _batches(
     max_files: int | None,
     max_bytes: int | None,
     out: TextIO,
+    sources: list[str] | None = None,
 ) -> Iterator[tuple[int, datetime, list[PlannedFile]]]:
     """The batches to execute, in order: an unfinished one of an earlier run first, as it was planned;
     then new ones, each planned (and its plan written) only once the batch before it is recorded in
@@ -336,9 +338,11 @@ def _batches(
     highest = 0 if known.created else ledger.last_batch_id(done, planned)
     if planned > done:
         planned_at, plan = ledger.plan_of(planned)
+        check_present(listed, {}, plan, sources)
         check_unchanged(listed, {}, plan)
         print(f"batch {planned}: resuming an unfinished batch of {len(plan)} files", file=out, flush=True)
         yield planned, planned_at, plan
+    check_present(listed, known.states, [], sources)
     check_unchanged(listed, known.states, [])
     batch_id = max(highest, planned)
     while plan := plan_new_batch(ledger.spark, listed, known.states, source_format, max_files, max_bytes):
@@ -370,7 +374,9 @@ def run(
     listed = list_files(spark, landing, sources)
     known = _Known.nothing() if ledger.ensure_tables() else _Known.read(ledger)
     summary = RunSummary()
-    batches = _batches(ledger, listed, known, source_format, max_files_per_batch, max_bytes_per_batch, out)
+    batches = _batches(
+        ledger, listed, known, source_format, max_files_per_batch, max_bytes_per_batch, out, sources
+    )
     for batch_id, planned_at, plan in batches:
         result = run_batch(ledger, batch_id, planned_at, plan, known.frontiers, keys)
         known.record(batch_id, result)

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from python_jobs.ingest import cli, job, plan
-from python_jobs.ingest.landing import LandingFile
+from python_jobs.ingest.landing import LandingFile, list_files
 from python_jobs.ingest.ledger import BATCHES, EVENTS, FILES, FRONTIER, REJECTS, Ledger, PlannedFile, totals
 from python_jobs.lsn import parse_lsn
 
@@ -145,6 +145,37 @@ def test_a_message_after_the_last_commit_moves_the_frontier_to_its_own_position(
     ]
     assert (message_lsn, -1) in messages
     assert frontier(spark, schema) == message_lsn
+
+
+def test_a_pending_file_that_disappears_stops_the_run_naming_it(spark, landing, schema):
+    """A file whose trailing transaction waits for its commit stays until landed: removed, the run
+    stops with an error that names it, whether new files came or not, and lands nothing meanwhile."""
+    pending = write(landing / "src" / "0001.jsonl", FIXTURE_LINES[:7])
+    first, _ = ingest(spark, landing, schema)
+    assert first.pending_end == 3
+    pending.unlink()
+    with pytest.raises(job.IngestError, match=r"pending landing file is gone.*0001\.jsonl"):
+        ingest(spark, landing, schema)
+    write(landing / "src" / "0002.jsonl", FIXTURE_LINES[7:])
+    with pytest.raises(job.IngestError, match=r"pending landing file is gone.*0001\.jsonl"):
+        ingest(spark, landing, schema)
+    assert len(rows(spark, schema, EVENTS)) == 2  # nothing of 0002 landed without its first part
+    write(pending, FIXTURE_LINES[:7])  # put back, the run goes on where it stopped
+    second, _ = ingest(spark, landing, schema)
+    assert (second.landed, second.pending_end) == (13, 0) and second.balanced
+
+
+def test_a_file_of_an_unfinished_batch_that_disappears_stops_the_run_naming_it(spark, landing, schema):
+    path = write(landing / "src" / "0001.jsonl", FIXTURE_LINES)
+    ledger = Ledger(spark, schema)
+    ledger.ensure_tables()
+    listed = list_files(spark, str(landing), None)
+    planned = plan.plan_new_batch(spark, listed, {}, "auto", None, None)
+    plan.write_plan(ledger, 1, datetime.now(UTC), planned)  # a crash right after the plan was written
+    path.unlink()
+    write(landing / "src" / "0002.jsonl", FIXTURE_LINES[:3])
+    with pytest.raises(job.IngestError, match=r"planned landing file is gone.*0001\.jsonl"):
+        ingest(spark, landing, schema)
 
 
 def test_one_file_per_batch_rereads_the_pending_tail(spark, landing, schema):
