@@ -24,7 +24,7 @@
         tblproperties={'delta.enableTypeWidening': 'true'},
         post_hook="{{ unstamp_consumed_seq() }}",
         meta={
-            'wal_lake_consumer': {'reads': 'source_records', 'subscriptions': false},
+            'wal_lake_reads_by_seq': {'reads': 'source_records', 'subscriptions': false},
             'wal_lake_mirror': {
                 'source_id': source_id, 'source_schema': source_schema, 'source_table': source_table,
             },

@@ -20,6 +20,8 @@ from typing import IO
 import jinja2
 import yaml
 
+from python_jobs.redact import mask_dsn
+
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 PROFILE_NAME = "wal_lake"
 
@@ -121,7 +123,7 @@ def use_this_python_in_workers() -> None:
 
 
 def _metastore_held(conf: dict[str, str]) -> SparkSetupError:
-    url = conf.get("spark.hadoop.javax.jdo.option.ConnectionURL", "the configured metastore")
+    url = mask_dsn(conf.get("spark.hadoop.javax.jdo.option.ConnectionURL", "")) or "the configured metastore"
     return SparkSetupError(
         f"cannot open the Hive metastore ({url}): another Spark process (a dbt run, an ingestion "
         "job) probably holds it; the local target admits one Spark process at a time "

@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import os
 import random
 import signal
 import subprocess
@@ -80,7 +81,8 @@ def run_seed(admin_dsn: str, seed: int, args: argparse.Namespace, landing: Path)
     with psycopg.connect(dsn, autocommit=True) as conn:
         workload.create_tables(conn, "public")
     workload.seed_rows(dsn, "public", seed, rng.randint(0, 80))
-    base = ["--dsn", dsn, "--slot", slot, "--landing", str(landing), "--quiet"]
+    target = ["--slot", slot, "--landing", str(landing), "--quiet"]
+    base = ["--dsn", dsn, *target]
     stats: list[workload.Stats] = []
     failures: list[BaseException] = []
 
@@ -105,10 +107,13 @@ def run_seed(admin_dsn: str, seed: int, args: argparse.Namespace, landing: Path)
     writer.join()
 
     # Phase 2: a follow-mode capture process, killed -9 at a seed-chosen moment.
+    # The DSN reaches the child through its environment, not its command line, which `ps` shows
+    # to every user of the machine (with --dsn, the password of the server under test).
     follower = subprocess.Popen(
-        [sys.executable, "-m", "python_jobs.capture", *base, "--poll-interval", "0.05"]
+        [sys.executable, "-m", "python_jobs.capture", *target, "--poll-interval", "0.05"]
         + ["--max-changes-per-file", str(rng.choice([20, 100, 1000]))],
         cwd=PROJECT_DIR,
+        env=os.environ | {"WAL_LAKE_CAPTURE_DSN": dsn},
     )
     writer = threading.Thread(target=write, args=(args.transactions - first, 2))
     writer.start()

@@ -14,7 +14,7 @@
         merge_update=false,
         on_schema_change='fail',
         post_hook="{{ unstamp_consumed_seq() }}",
-        meta={'wal_lake_consumer': {'reads': 'source_records', 'subscriptions': false}},
+        meta={'wal_lake_reads_by_seq': {'reads': 'source_records', 'subscriptions': false}},
     )
 }}
 {%- set bounds = records_run_bounds(this, ref('source_records'), is_incremental()) -%}

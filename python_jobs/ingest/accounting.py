@@ -117,6 +117,46 @@ def line_stats(sets: list[ChangeSet]) -> dict[tuple[str, str], LineStats]:
     }
 
 
+def check_lines_counted(
+    plan: list[PlannedFile], stats: dict[tuple[str, str], LineStats], counted: dict[str, int]
+) -> None:
+    """Fail when a planned file's outcomes do not cover exactly its lines from ``from_line`` to the
+    last line counted when the batch numbered its blocks (``landing.read_lines``). A scan of the
+    batch that split the file otherwise (other block offsets: the split settings or the cores changed
+    between actions) would drop lines from the outcomes, and the file would be marked done without
+    them. Runs before anything of the batch is written, so a rerun starts clean."""
+    for p in plan:
+        path, total = p.landing_file, counted.get(p.landing_file, 0)
+        kinds = [stats[(path, k)] for k in KINDS if (path, k) in stats]
+        seen, last = sum(s.n for s in kinds), max((s.last for s in kinds), default=p.from_line - 1)
+        expected = max(total - p.from_line + 1, 0)
+        if (seen, last) != (expected, max(total, p.from_line - 1)):
+            raise IngestError(
+                f"lines of {path} read in this batch ({seen:,}, to line {last:,}) differ from the lines "
+                f"counted in it ({expected:,}, to line {total:,}): a scan of the batch split the file "
+                "differently (spark.sql.files.* settings or the cluster's cores changed during the "
+                "batch); nothing of the batch is written, run again"
+            )
+
+
+def check_rejects_counted(
+    written: dict[str, int], stats: dict[tuple[str, str], LineStats], late: dict[str, int]
+) -> None:
+    """Fail when the rejects about to be written for a file are not the lines its outcomes reject
+    (early, by their framing, and late, once parsed in full): the early rejects' text is read from the
+    files again, and a scan split otherwise would leave some out of ``wal_rejects``."""
+    expected = {path: s.n for (path, kind), s in stats.items() if kind == KIND_REJECTED}
+    for path, n in late.items():
+        expected[path] = expected.get(path, 0) + n
+    for path in sorted(set(expected) | set(written)):
+        if written.get(path, 0) != expected.get(path, 0):
+            raise IngestError(
+                f"rejects of {path} to write ({written.get(path, 0):,}) != its lines rejected "
+                f"({expected.get(path, 0):,}): a scan of the batch read the file differently; "
+                "nothing of them is written, run again"
+            )
+
+
 def landing_events(stats: dict[tuple[str, str], LineStats]) -> dict[str, tuple[int, int]]:
     """Per file, (its lines that land, their greatest commit_lsn) by the outcomes: what the events'
     append writes when no line turns out unusable once parsed in full (as ``written``)."""

@@ -27,6 +27,8 @@ from python_jobs.ingest.accounting import (
     KIND_REJECTED,
     BatchResult,
     RunSummary,
+    check_lines_counted,
+    check_rejects_counted,
     file_outcomes,
     landing_events,
     line_stats,
@@ -51,6 +53,7 @@ from python_jobs.ingest.plan import (
     DEFAULT_MAX_BATCH_BYTES,
     FORMAT_AUTO,
     FORMATS,
+    check_present,
     check_unchanged,
     plan_new_batch,
     write_plan,
@@ -68,8 +71,9 @@ BATCH_PARTITION_BYTES = 32 * 2**20
 # --- extract ---------------------------------------------------------------------------------------
 
 
-def extract(spark: SparkSession, plan: list[PlannedFile]) -> DataFrame:
-    """The planned files as numbered lines (with each file's ``source_format``)."""
+def extract(spark: SparkSession, plan: list[PlannedFile]) -> tuple[DataFrame, dict[str, int]]:
+    """The planned files as numbered lines (with each file's ``source_format``), and per file the
+    lines counted in it."""
     plan_df = spark.createDataFrame(
         [
             (p.landing_file, no, p.source_id, p.source_format, p.from_line)
@@ -147,6 +151,7 @@ def load(
     plan: list[PlannedFile],
     sets: list[ChangeSet],
     frontiers: dict[str, int | None],
+    counted: dict[str, int] | None = None,
 ) -> BatchResult:
     """Write one batch's outputs exactly once, then mark it done (the ``wal_files`` commit).
 
@@ -159,6 +164,8 @@ def load(
     for cs in sets:  # the counts above computed every line's outcome into the shared frames
         for df in cs.upstream:
             df.unpersist()
+    if counted is not None:
+        check_lines_counted(plan, stats, counted)
 
     ledger.append(EVENTS, union_all([cs.events for cs in sets]).select("*", *stamp), batch_id)
     landing = landing_events(stats)
@@ -167,7 +174,7 @@ def load(
     any_early = any(kind == KIND_REJECTED for _, kind in stats)
     rejects = [cs.early_rejects for cs in sets] if any_early else []
     late: dict[str, int] = {}
-    late_frame = None
+    late_frame = reject_frame = None
     if any(written.get(path, (0, None))[0] != n for path, (n, _) in landing.items()):
         late_sets = [cs.late_rejects for cs in sets if cs.late_rejects is not None]
         if late_sets:
@@ -177,11 +184,17 @@ def load(
     try:
         # A batch that rejects nothing makes no commit there: run again, it rejects nothing again.
         if rejects:
-            ledger.append(REJECTS, union_all(rejects).select("*", *stamp), batch_id)
+            # Computed once and counted before the append: what is written is what was counted.
+            reject_frame = union_all(rejects).select("*", *stamp).localCheckpoint(eager=True)
+            per_file = reject_frame.groupBy("landing_file").count().collect()
+            check_rejects_counted({r.landing_file: r["count"] for r in per_file}, stats, late)
+            ledger.append(REJECTS, reject_frame, batch_id)
         outcomes, landed_max = file_outcomes(plan, stats, written, late)
     finally:
         if late_frame is not None:
             late_frame.unpersist()
+        if reject_frame is not None:
+            _release(reject_frame)
     advanced = _advanced_frontiers(frontiers, landed_max, plan)
     frontier_rows = [(s, lsn, batch_id, planned_at) for s, lsn in advanced.items()]
     ledger.append(
@@ -219,12 +232,42 @@ def run_batch(
     started = time.monotonic()
     spark = ledger.spark
     current, partitions = _batch_partitions(spark, plan)
-    spark.conf.set("spark.sql.shuffle.partitions", str(partitions))
+    pinned = {**split_settings(spark), "spark.sql.shuffle.partitions": str(partitions)}
+    saved = {key: spark.conf.get(key, None) for key in pinned}
+    saved["spark.sql.shuffle.partitions"] = current
+    for key, value in pinned.items():
+        spark.conf.set(key, value)
     try:
         result = _run_batch(ledger, batch_id, planned_at, plan, frontiers, keys)
     finally:
-        spark.conf.set("spark.sql.shuffle.partitions", current)
+        for key, value in saved.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
     return replace(result, seconds=time.monotonic() - started)
+
+
+# How Spark splits the files it reads into blocks. Line numbers rest on every scan of a batch
+# splitting its files alike (landing.read_lines); without minPartitionNum, the split follows the cores
+# the cluster has registered when each scan is planned, which changes as executors come and go.
+SPLIT_SETTINGS = (
+    "spark.sql.files.maxPartitionBytes",
+    "spark.sql.files.openCostInBytes",
+    "spark.sql.files.minPartitionNum",
+)
+
+
+def split_settings(spark: SparkSession) -> dict[str, str]:
+    """The split settings as they stand at a batch's start, to hold for the whole batch: the
+    session's values, and for minPartitionNum (unset: Spark's default parallelism, the cores) the
+    parallelism of the moment."""
+    size, open_cost, parts = SPLIT_SETTINGS
+    return {
+        size: spark.conf.get(size),
+        open_cost: spark.conf.get(open_cost),
+        parts: spark.conf.get(parts, None) or str(spark.sparkContext.defaultParallelism),
+    }
 
 
 def _run_batch(
@@ -238,11 +281,12 @@ def _run_batch(
     formats = sorted({p.source_format for p in plan})
     for fmt in formats:
         transform_for(fmt)  # fail before reading anything when a format module is missing
-    sets = transform(extract(ledger.spark, plan), formats, _debezium_inputs(ledger, frontiers, keys))
+    lines, counted = extract(ledger.spark, plan)
+    sets = transform(lines, formats, _debezium_inputs(ledger, frontiers, keys))
     held: list[DataFrame] = []
     try:
         sets = [_hold(cs, held) for cs in sets]
-        return load(ledger, batch_id, planned_at, plan, sets, frontiers)
+        return load(ledger, batch_id, planned_at, plan, sets, frontiers, counted)
     finally:
         for df in held:
             _release(df)
@@ -327,6 +371,7 @@ def _batches(
     max_files: int | None,
     max_bytes: int | None,
     out: TextIO,
+    sources: list[str] | None = None,
 ) -> Iterator[tuple[int, datetime, list[PlannedFile]]]:
     """The batches to execute, in order: an unfinished one of an earlier run first, as it was planned;
     then new ones, each planned (and its plan written) only once the batch before it is recorded in
@@ -336,9 +381,11 @@ def _batches(
     highest = 0 if known.created else ledger.last_batch_id(done, planned)
     if planned > done:
         planned_at, plan = ledger.plan_of(planned)
+        check_present(listed, {}, plan, sources)
         check_unchanged(listed, {}, plan)
         print(f"batch {planned}: resuming an unfinished batch of {len(plan)} files", file=out, flush=True)
         yield planned, planned_at, plan
+    check_present(listed, known.states, [], sources)
     check_unchanged(listed, known.states, [])
     batch_id = max(highest, planned)
     while plan := plan_new_batch(ledger.spark, listed, known.states, source_format, max_files, max_bytes):
@@ -370,7 +417,9 @@ def run(
     listed = list_files(spark, landing, sources)
     known = _Known.nothing() if ledger.ensure_tables() else _Known.read(ledger)
     summary = RunSummary()
-    batches = _batches(ledger, listed, known, source_format, max_files_per_batch, max_bytes_per_batch, out)
+    batches = _batches(
+        ledger, listed, known, source_format, max_files_per_batch, max_bytes_per_batch, out, sources
+    )
     for batch_id, planned_at, plan in batches:
         result = run_batch(ledger, batch_id, planned_at, plan, known.frontiers, keys)
         known.record(batch_id, result)

@@ -146,10 +146,10 @@ def _landing_path(url: Column) -> Column:
     return F.url_decode(F.replace(url, F.lit("+"), F.lit("%2B")))
 
 
-def _blocks(spark: SparkSession, read: DataFrame, plan: DataFrame) -> DataFrame:
+def _blocks(spark: SparkSession, read: DataFrame, plan: DataFrame) -> tuple[DataFrame, dict[str, int]]:
     """Per block of a file as Spark split it (its URL, its byte offset, the id of its first line): the
     number of that first line in its file, from the line counts of the file's blocks before it, and
-    the file's row of ``plan``.
+    the file's row of ``plan``; and per file (named as listed), the lines counted in it.
 
     One row per block comes to the driver (a handful per file); the lines are numbered where they are
     read, without a window over them, and matched to their planned file by one broadcast join."""
@@ -166,12 +166,15 @@ def _blocks(spark: SparkSession, read: DataFrame, plan: DataFrame) -> DataFrame:
     blocks = spark.createDataFrame(
         starts, "_url string, _block bigint, _first_id bigint, _first_line bigint, landing_file string"
     )
-    return blocks.join(plan, on="landing_file", how="inner")
+    names = {url: name for url, _, _, _, name in starts}
+    counted = {names[url]: last - 1 for url, last in next_line.items()}
+    return blocks.join(plan, on="landing_file", how="inner"), counted
 
 
-def read_lines(spark: SparkSession, plan: DataFrame, paths: list[str]) -> DataFrame:
+def read_lines(spark: SparkSession, plan: DataFrame, paths: list[str]) -> tuple[DataFrame, dict[str, int]]:
     """The planned files as numbered lines: (source_id, landing_file, file_no, landing_line, line,
-    source_format).
+    source_format); and per file, the lines counted in it when its blocks were numbered (what the
+    batch's outcomes must reach: ``accounting.check_lines_counted``).
 
     ``plan`` has (landing_file, file_no, source_id, source_format, from_line); only lines from
     ``from_line`` on are kept. Lines end at ``\\n`` alone (a trailing one does not make an extra empty
@@ -181,7 +184,11 @@ def read_lines(spark: SparkSession, plan: DataFrame, paths: list[str]) -> DataFr
     block). Within a task, ``monotonically_increasing_id`` numbers the lines of a block in order and
     without gaps, so a line's number is its block's first line number (``_blocks``, one small
     aggregate) plus its distance from the block's first id. The ids are the same in every action
-    over these lines: they depend only on how the files are split, which their sizes fix.
+    over these lines: they depend only on how the files are split, which their sizes and the split
+    settings fix. The settings include the cores Spark sees, which can change between the actions of
+    a batch on a cluster: the job pins them for each batch (``job.SPLIT_SETTINGS``), and checks that
+    every file's outcomes reach the lines counted here, so a scan split otherwise fails the batch
+    instead of dropping lines.
     """
     read = (
         spark.read.option("lineSep", "\n")
@@ -193,10 +200,10 @@ def read_lines(spark: SparkSession, plan: DataFrame, paths: list[str]) -> DataFr
             "value",
         )
     )
-    blocks = _blocks(spark, read.drop("value"), plan)
+    blocks, counted = _blocks(spark, read.drop("value"), plan)
     landing_line = (F.col("_first_line") + F.col("_id") - F.col("_first_id")).cast("bigint")
     value = F.col("value")
-    return (
+    lines = (
         read.join(F.broadcast(blocks), on=["_url", "_block"], how="inner")
         .withColumn("landing_line", landing_line)
         .where(F.col("landing_line") >= F.col("from_line"))
@@ -212,3 +219,4 @@ def read_lines(spark: SparkSession, plan: DataFrame, paths: list[str]) -> DataFr
             "source_format",
         )
     )
+    return lines, counted

@@ -42,20 +42,16 @@ def plan_new_batch(
         new = within_bytes(new, max_bytes)
     if not new:
         return []
-    return _pending_tails(listed, states, {f.source_id for f in new}) + _new_files(
-        spark, new, states, source_format
-    )
+    return _pending_tails(states, {f.source_id for f in new}) + _new_files(spark, new, states, source_format)
 
 
-def _pending_tails(
-    listed: list[LandingFile], states: dict[str, FileState], sources: set[str]
-) -> list[PlannedFile]:
-    """The files of ``sources`` still present whose trailing transaction waits for its commit."""
-    present = {f.path for f in listed}
+def _pending_tails(states: dict[str, FileState], sources: set[str]) -> list[PlannedFile]:
+    """The files of ``sources`` whose trailing transaction waits for its commit (``check_present``
+    has made sure that they are all still there)."""
     return [
         PlannedFile(s.source_id, s.landing_file, s.source_format, s.next_line, s.file_size, None)
         for s in sorted(states.values(), key=lambda s: s.landing_file)
-        if s.pending and s.source_id in sources and s.landing_file in present
+        if s.pending and s.source_id in sources
     ]
 
 
@@ -99,6 +95,33 @@ def check_unchanged(listed: list[LandingFile], states: dict[str, FileState], pla
             raise IngestError(
                 f"landing file changed after it was planned or landed ({sizes[f.path]} -> {f.size} bytes): "
                 f"{f.path}; landing files must be immutable (write them elsewhere, then move them in)"
+            )
+
+
+def check_present(
+    listed: list[LandingFile],
+    states: dict[str, FileState],
+    plan: list[PlannedFile],
+    sources: list[str] | None,
+) -> None:
+    """Fail, naming the file, when a file that is still to be read is gone from the landing zone: a
+    file of the unfinished batch ``plan``, or a file of a listed source (``sources``, None for all)
+    whose trailing transaction (or Debezium's waiting events) is pending. Landing files stay until
+    landed: without this, the pending lines would never land, and the files after them would land
+    without them."""
+    present = {f.path for f in listed}
+    for p in sorted(plan, key=lambda p: p.landing_file):
+        if p.landing_file not in present:
+            raise IngestError(
+                f"planned landing file is gone: {p.landing_file} (batch being resumed, from line "
+                f"{p.from_line}); landing files stay until landed: put it back, then run again"
+            )
+    for s in sorted(states.values(), key=lambda s: s.landing_file):
+        if s.pending and (sources is None or s.source_id in sources) and s.landing_file not in present:
+            raise IngestError(
+                f"pending landing file is gone: {s.landing_file} (lines {s.next_line} to {s.to_line} "
+                "wait for the end of their transaction); landing files stay until landed: put it back, "
+                "then run again"
             )
 
 

@@ -67,14 +67,19 @@ def _entry(path: Path, number: int, row: dict[str, str | None]) -> TableKey:
 
 def load(path: str | Path | None = None) -> tuple[TableKey, ...]:
     """The registry's entries. ``None``: the file ``WAL_LAKE_TABLE_KEYS`` names, else the project's
-    seed (and none when the project has no such file); a file named explicitly must exist."""
+    seed. The file must exist, the project's seed included: without it a bare Debezium value would be
+    rejected as unkeyable for want of a declaration the user made and then lost (a seed deleted or
+    left out of a deployment), so its absence is a misconfiguration, said before anything is read.
+    A registry without entries is its header line alone, as the project ships it."""
     path = path if path is not None else os.environ.get(ENV_VAR) or None
-    explicit = path is not None
-    file = Path(path) if explicit else DEFAULT_PATH
+    file = Path(path) if path is not None else DEFAULT_PATH
     if not file.is_file():
-        if explicit:
-            raise TableKeysError(f"table keys file {file}: not found")
-        return ()
+        hint = (
+            ""
+            if path is not None
+            else " (the project's seed; restore it, its header line at least, or pass --table-keys)"
+        )
+        raise TableKeysError(f"table keys file {file}: not found{hint}")
     try:
         with file.open(newline="", encoding="utf-8") as handle:
             reader = csv.DictReader(handle)

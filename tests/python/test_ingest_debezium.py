@@ -1067,6 +1067,21 @@ def test_table_keys_file_entries_and_problems(tmp_path):
     assert messages["none.csv"].endswith("line 2: key_columns is empty for public.t")
 
 
+def test_a_missing_project_seed_of_table_keys_is_an_error_naming_it(tmp_path, capsys, monkeypatch):
+    """The registry's default file is the project's seed: when it is gone, the run says so before
+    reading anything, instead of running with no registry (every bare value rejected as unkeyable)."""
+    gone = tmp_path / "seeds" / "table_keys.csv"
+    monkeypatch.delenv("WAL_LAKE_TABLE_KEYS", raising=False)
+    monkeypatch.setattr(table_keys, "DEFAULT_PATH", gone)
+    with pytest.raises(
+        table_keys.TableKeysError, match=f"table keys file {gone}: not found .*project's seed"
+    ):
+        table_keys.load(None)
+    assert cli.main(["--landing", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"ingest: error: table keys file {gone}: not found") and "\n" not in err
+
+
 def test_cli_table_keys_option_and_environment(tmp_path, capsys, monkeypatch):
     missing = tmp_path / "nope.csv"
     assert cli.main(["--landing", str(tmp_path), "--table-keys", str(missing)]) == 2

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from python_jobs.ingest import cli, job, plan
-from python_jobs.ingest.landing import LandingFile
+from python_jobs.ingest import landing as landing_module
+from python_jobs.ingest.landing import LandingFile, list_files
 from python_jobs.ingest.ledger import BATCHES, EVENTS, FILES, FRONTIER, REJECTS, Ledger, PlannedFile, totals
 from python_jobs.lsn import parse_lsn
 
@@ -145,6 +146,116 @@ def test_a_message_after_the_last_commit_moves_the_frontier_to_its_own_position(
     ]
     assert (message_lsn, -1) in messages
     assert frontier(spark, schema) == message_lsn
+
+
+def test_a_pending_file_that_disappears_stops_the_run_naming_it(spark, landing, schema):
+    """A file whose trailing transaction waits for its commit stays until landed: removed, the run
+    stops with an error that names it, whether new files came or not, and lands nothing meanwhile."""
+    pending = write(landing / "src" / "0001.jsonl", FIXTURE_LINES[:7])
+    first, _ = ingest(spark, landing, schema)
+    assert first.pending_end == 3
+    pending.unlink()
+    with pytest.raises(job.IngestError, match=r"pending landing file is gone.*0001\.jsonl"):
+        ingest(spark, landing, schema)
+    write(landing / "src" / "0002.jsonl", FIXTURE_LINES[7:])
+    with pytest.raises(job.IngestError, match=r"pending landing file is gone.*0001\.jsonl"):
+        ingest(spark, landing, schema)
+    assert len(rows(spark, schema, EVENTS)) == 2  # nothing of 0002 landed without its first part
+    write(pending, FIXTURE_LINES[:7])  # put back, the run goes on where it stopped
+    second, _ = ingest(spark, landing, schema)
+    assert (second.landed, second.pending_end) == (13, 0) and second.balanced
+
+
+def test_a_file_of_an_unfinished_batch_that_disappears_stops_the_run_naming_it(spark, landing, schema):
+    path = write(landing / "src" / "0001.jsonl", FIXTURE_LINES)
+    ledger = Ledger(spark, schema)
+    ledger.ensure_tables()
+    listed = list_files(spark, str(landing), None)
+    planned = plan.plan_new_batch(spark, listed, {}, "auto", None, None)
+    plan.write_plan(ledger, 1, datetime.now(UTC), planned)  # a crash right after the plan was written
+    path.unlink()
+    write(landing / "src" / "0002.jsonl", FIXTURE_LINES[:3])
+    with pytest.raises(job.IngestError, match=r"planned landing file is gone.*0001\.jsonl"):
+        ingest(spark, landing, schema)
+
+
+SPLIT_SETTINGS = ("spark.sql.files.maxPartitionBytes", "spark.sql.files.openCostInBytes")
+
+
+@pytest.fixture
+def resplit(spark, monkeypatch):
+    """``resplit(module, name)``: right after ``module.name`` returns, the batch's later scans split
+    the files in 200-byte blocks, as a cluster whose cores changed between two actions would."""
+    saved = {key: spark.conf.get(key, None) for key in SPLIT_SETTINGS}
+
+    def after(module, name):
+        original = getattr(module, name)
+
+        def wrapper(*args, **kwargs):
+            result = original(*args, **kwargs)
+            spark.conf.set("spark.sql.files.maxPartitionBytes", "200")
+            spark.conf.set("spark.sql.files.openCostInBytes", "0")
+            return result
+
+        monkeypatch.setattr(module, name, wrapper)
+
+    yield after
+    for key, value in saved.items():
+        spark.conf.unset(key) if value is None else spark.conf.set(key, value)
+
+
+def test_lines_lost_to_a_scan_split_otherwise_fail_the_batch_before_it_writes(
+    spark, landing, schema, resplit, monkeypatch
+):
+    """The lines are counted when the batch numbers its blocks; a later scan that splits the file
+    otherwise drops blocks from the join. The batch fails naming the file, before anything is
+    written, and a rerun lands every line once."""
+    write(landing / "src" / "0001.jsonl", FIXTURE_LINES)
+    resplit(landing_module, "_blocks")
+    with pytest.raises(job.IngestError, match=r"lines of \S*0001\.jsonl read in this batch .* split"):
+        ingest(spark, landing, schema)
+    assert rows(spark, schema, EVENTS) == [] and rows(spark, schema, FILES) == []
+    monkeypatch.undo()
+    summary, _ = ingest(spark, landing, schema)
+    assert (summary.landed, summary.control, summary.pending_end) == (15, 14, 0) and summary.balanced
+    assert len(rows(spark, schema, EVENTS)) == 15
+
+
+def test_rejects_lost_to_a_scan_split_otherwise_fail_the_batch_before_they_are_written(
+    spark, landing, schema, resplit, monkeypatch
+):
+    """The early rejects' text is read from the file again when they are written, after the events:
+    a scan split otherwise would leave some out of wal_rejects while the file is marked done. The
+    batch fails before writing them; a rerun writes every reject once."""
+    bad = [f"not json {n}\n" for n in range(12)]
+    write(landing / "src" / "0001.jsonl", [*FIXTURE_LINES[:4], *bad, *FIXTURE_LINES[4:]])
+    resplit(job, "_events_written")
+    with pytest.raises(job.IngestError, match=r"rejects of \S*0001\.jsonl to write"):
+        ingest(spark, landing, schema)
+    assert rows(spark, schema, REJECTS) == [] and rows(spark, schema, FILES) == []
+    monkeypatch.undo()
+    summary, _ = ingest(spark, landing, schema)
+    assert (summary.landed, summary.rejected, summary.pending_end) == (15, 12, 0) and summary.balanced
+    assert sorted(r["landing_line"] for r in rows(spark, schema, REJECTS)) == list(range(5, 17))
+
+
+def test_a_batch_pins_how_its_files_are_split(spark, landing, schema, monkeypatch):
+    """Every action of a batch sees the same split settings, minPartitionNum included (unset, Spark
+    takes the cores registered when each scan is planned); the session's own are back afterwards."""
+    write(landing / "src" / "0001.jsonl", FIXTURE_LINES)
+    seen = []
+    original = job._run_batch
+
+    def watch(ledger, *args, **kwargs):
+        seen.append({key: ledger.spark.conf.get(key, None) for key in job.SPLIT_SETTINGS})
+        return original(ledger, *args, **kwargs)
+
+    monkeypatch.setattr(job, "_run_batch", watch)
+    before = {key: spark.conf.get(key, None) for key in job.SPLIT_SETTINGS}
+    ingest(spark, landing, schema)
+    assert seen and seen[0]["spark.sql.files.minPartitionNum"] == str(spark.sparkContext.defaultParallelism)
+    assert all(seen[0][key] is not None for key in job.SPLIT_SETTINGS)
+    assert {key: spark.conf.get(key, None) for key in job.SPLIT_SETTINGS} == before
 
 
 def test_one_file_per_batch_rereads_the_pending_tail(spark, landing, schema):
