@@ -12,11 +12,7 @@
         {%- set full_refresh = flags.FULL_REFRESH -%}
     {%- endif -%}
     {%- set meta = config.get('meta') or {} -%}
-    {#-
-        mirror_table and mirror_rejects still spell the key `wal_lake_consumer`, its former name:
-        read until they are renamed.
-    -#}
-    {%- set reader = meta.get('wal_lake_reads_by_seq') or meta.get('wal_lake_consumer') -%}
+    {%- set reader = meta.get('wal_lake_reads_by_seq') -%}
     {%- if full_refresh or not execute or not reader -%}
         {{ return(full_refresh) }}
     {%- endif -%}
