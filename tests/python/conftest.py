@@ -66,6 +66,8 @@ SLOW_MODULES = frozenset(
         "test_mirrors",
         "test_replica_identity",
         "test_docs",
+        "test_unannounced_ddl",
+        "test_seq_stamp",
     }
 )
 # Single tests of fast modules that run the job's batching end to end: two thirds of their module.
