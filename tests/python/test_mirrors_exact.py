@@ -169,12 +169,17 @@ def built(spark, dbt, schemas):
     return {"names": names, "runs": runs, "first": first, "incremental": incremental, "full": full}
 
 
+def plain(value):
+    """A variant as its JSON, inside arrays too (VariantVal compares by identity)."""
+    if isinstance(value, VariantVal):
+        return json.loads(value.toJson())
+    if isinstance(value, list):
+        return [plain(v) for v in value]
+    return value
+
+
 def values(row: dict) -> dict:
-    return {
-        k: json.loads(v.toJson()) if isinstance(v, VariantVal) else v
-        for k, v in row.items()
-        if not k.startswith("_wal_lake_")
-    }
+    return {k: plain(v) for k, v in row.items() if not k.startswith("_wal_lake_")}
 
 
 def rejects(built, table, build="incremental"):
