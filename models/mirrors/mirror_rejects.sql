@@ -4,7 +4,9 @@
     the source's. Append-only, one row per record, column and seq: an incremental run reads the
     source_records rows with seq in (consumed, upto], as the mirrors do (`mirror_table`).
 
-    The checks are `mirror_reject_checks`: for every mirror, the very conversion it applies.
+    The checks are `mirror_reject_checks`: for every mirror, the very conversion it applies, and
+    why a value is not held (`mirror_reject_reason`: a BC date, `infinity`, more digits than the
+    decimal holds, a multi-dimensional array, or a text that does not convert).
 -#}
 {{
     config(
@@ -18,9 +20,7 @@
     )
 }}
 {%- set bounds = records_run_bounds(this, ref('source_records'), is_incremental()) -%}
-{%- if execute and flags.WHICH in ('run', 'build') and model.resource_type == 'model' -%}
-    {%- do run_query(stamp_consumed_seq(bounds)) -%}
-{%- endif -%}
+{%- do stamp_run(bounds) -%}
 
 with
 
@@ -42,11 +42,7 @@ final as (
         rejected.source_type,
         rejected.spark_type,
         rejected.raw_value,
-        case
-            when lower(rejected.source_type) rlike '{{ connect_type_pattern() }}'
-                then concat('does not convert from ', rejected.source_type, ' to ', rejected.spark_type)
-            else concat('does not convert to ', rejected.spark_type)
-        end as reason,
+        rejected.reason,
         seq,
         commit_lsn_text,
         committed_at

@@ -1,6 +1,7 @@
 {#-
     The body of a typed mirror model (`mirrors/`, written by `python -m python_jobs.mirrors`): one
-    source table's live rows with each column in its Spark type (`mirror_columns`, `mirror_value`),
+    source table's live rows with each column in its Spark type (`mirror_columns`,
+    `mirror_column_value`: `mirror_value` with the type each value was sent with),
     plus the last touch's position (_wal_lake_record_pk, _wal_lake_seq, _wal_lake_commit_lsn,
     _wal_lake_committed_at).
 
@@ -10,7 +11,10 @@
     source_records' own; a removed record is a row there (a tombstone), which the merge deletes here.
     A column seen for the first time is added to the table (earlier rows null); a type that widens
     the column's is applied in place (Delta type widening); any other type change leaves the column
-    as it is, listed in mirror_tables.
+    as it is, listed in mirror_tables. Column names are kept as the source has them (Delta column
+    mapping: spaces, dots, quotes, any character). The table records which source table it holds
+    (`wal_lake.mirror_of`), and an incremental run refuses a table that holds another
+    (`mirror_check_identity`).
 -#}
 {% macro mirror_table(source_id, source_schema, source_table) %}
     {{ config(
@@ -21,7 +25,11 @@
         on_schema_change='ignore',
         schema='mirror',
         tags=['mirror'],
-        tblproperties={'delta.enableTypeWidening': 'true'},
+        tblproperties={
+            'delta.enableTypeWidening': 'true',
+            'delta.columnMapping.mode': 'name',
+            'wal_lake.mirror_of': mirror_identity(source_id, source_schema, source_table) | replace('\\', '\\\\') | replace("'", "\\'"),
+        },
         post_hook="{{ unstamp_consumed_seq() }}",
         meta={
             'wal_lake_reads_by_seq': {'reads': 'source_records', 'subscriptions': false},
@@ -38,12 +46,19 @@
     {%- set columns = mirror_columns(ref('column_registry'), source_id, source_schema, source_table) -%}
     {%- set incremental = is_incremental() -%}
     {%- set bounds = records_run_bounds(this, records, incremental) -%}
-    {#- The stamp and the columns' changes, only in a run that writes (not a compile or a unit test). -#}
+    {#-
+        Only in a run that writes (not a compile or a unit test): the table's identity checked and
+        its columns changed, in commits of their own without a stamp (a mark set by a model that
+        failed before this one is cleared first); then the stamp, which rides on the merge's commit
+        alone: a merge that fails leaves the mirror's last stamp where it was.
+    -#}
     {%- if execute and flags.WHICH in ('run', 'build') and model.resource_type == 'model' -%}
-        {%- do run_query(stamp_consumed_seq(bounds)) -%}
+        {%- do run_query(unstamp_consumed_seq()) -%}
         {%- if incremental -%}
+            {%- do mirror_check_identity(this, source_id, source_schema, source_table) -%}
             {%- do mirror_evolve_columns(this, columns) -%}
         {%- endif -%}
+        {%- do run_query(stamp_consumed_seq(bounds)) -%}
     {%- endif %}
 
 with
@@ -63,7 +78,7 @@ final as (
 
     select
         {%- for column in columns %}
-            {{ mirror_value("record['" ~ column.name | replace("'", "''") ~ "']", column.spark_type, column.source_type) }}
+            {{ mirror_column_value(column) }}
                 as `{{ column.name | replace('`', '``') }}`,
         {%- endfor %}
         record_pk as _wal_lake_record_pk,

@@ -5,18 +5,27 @@
     Postgres text). Null when the text does not convert: mirror_rejects records those, so a null in
     a mirror is either a source null or a listed reject.
 
+    Exact or null, never a different value: Spark's cast is lenient (it rounds a decimal, reads
+    `0044-03-15 BC` as its first ten characters), so each text is first matched against the form
+    Postgres writes for the type, and `mirror_reject_reason` says why one is not held.
+
     Postgres text (wal2json, and Debezium values sent as text):
-    - timestamp (with time zone): a bare `+hh` offset, as Postgres writes it, is widened to `+hh:00`;
-      ISO-8601 (`2026-01-01T10:00:00Z`, Debezium's ZonedTimestamp) is read as is;
-    - variant: the JSON text parsed (json, jsonb);
+    - decimal(p,s): a plain number with at most s fraction digits (trailing zeros aside) and at most
+      p - s integer digits; never rounded;
+    - date, timestamp_ntz, timestamp: `yyyy-mm-dd`, then ` hh:mm:ss[.ffffff]`, then (timestamp) an
+      offset (`+hh`, widened to `+hh:00`, `+hh:mm`, `Z`; ISO-8601 `T` too, Debezium's
+      ZonedTimestamp); a BC date or `±infinity` has no Spark value: null;
+    - variant: the JSON text parsed (json, jsonb), unless a number in it has more than 38 digits,
+      which a variant would hold as a double (`mirror_json_lossy`);
     - binary: bytea's hex text (`\x0a0b`, or without the `\x`);
-    - array<T>: a one-dimensional Postgres array literal (`{1,2,NULL}`, `{"a b","c,d"}`), each
-      element converted to T; null when any element does not convert or the array has more
-      dimensions;
+    - array<T>: a one-dimensional Postgres array literal (`{1,2,NULL}`, `{"a b","c,d","{x}"}`), each
+      element unquoted and converted to T; null when any element does not convert, or the array
+      has more dimensions or explicit bounds (`{{1,2},{3,4}}`, `[0:1]={7,8}`);
     - every other type: Spark's cast of the text (`NaN` and `±Infinity` for float and double).
-    Debezium's encodings, decoded to a value that is then cast to `spark_type` when it is another:
+    Debezium's encodings, decoded to a value that is then converted to `spark_type` when it is
+    another (a decoded decimal's text by the rule above):
     - epoch_days -> date; epoch_millis/micros/nanos -> timestamp_ntz (a local date-time counted
-      from 1970-01-01 00:00, whatever the session's time zone);
+      from 1970-01-01 00:00, whatever the session's time zone); null before the year 1;
     - time_millis/micros/nanos -> the time of day as Postgres writes it (`10:00:00`, `10:00:00.5`);
     - base64 -> binary; decimal, variable_decimal -> the decimal's text;
     - json_array -> each item decoded as its own type; null when any item does not convert.
@@ -64,37 +73,62 @@
                 "try_cast(get_json_object(" ~ raw ~ ", '$.scale') as int)") -%}
             {%- set decoded_type = 'string' -%}
         {%- endif -%}
+        {%- if decoded_type in ('date', 'timestamp_ntz') -%}
+            {%- set decoded = "transform(array(" ~ decoded ~ "), d -> case when year(d) >= 1 then d end)[0]" -%}
+        {%- endif -%}
         {%- if decoded_type == type -%}
             {{ decoded }}
+        {%- elif decoded_type == 'string' -%}
+            {{ mirror_value(decoded, type) }}
         {%- else -%}
             try_cast({{ decoded }} as {{ type }})
         {%- endif -%}
     {%- elif type == 'string' -%}
         {{ raw }}
-    {%- elif type == 'timestamp' -%}
-        try_cast(regexp_replace({{ raw }}, '([+-][0-9]{2})$', '$1:00') as timestamp)
+    {%- elif type.startswith('decimal(') -%}
+        {%- set digits = modules.re.match('^decimal[(]([0-9]+),([0-9]+)[)]$', type) -%}
+        case
+            when {{ raw }} rlike '^[+-]?[0-9]+([.][0-9]+)?$'
+                and length(regexp_extract({{ raw }}, '[.]([0-9]*?)0*$', 1)) <= {{ digits.group(2) }}
+                then try_cast({{ raw }} as {{ type }})
+        end
+    {%- elif type in ('date', 'timestamp_ntz', 'timestamp') -%}
+        {%- set form = {
+            'date': '^[0-9]{4,}-[0-9]{2}-[0-9]{2}$',
+            'timestamp_ntz': '^[0-9]{4,}-[0-9]{2}-[0-9]{2}[ T][0-9]{2}:[0-9]{2}:[0-9]{2}([.][0-9]{1,6})?$',
+            'timestamp': '^[0-9]{4,}-[0-9]{2}-[0-9]{2}[ T][0-9]{2}:[0-9]{2}:[0-9]{2}([.][0-9]{1,6})?(Z|[+-][0-9]{2}(:[0-9]{2}){0,2})$',
+        }[type] -%}
+        {%- set text = "regexp_replace(" ~ raw ~ ", '([+-][0-9]{2})$', '$1:00')" if type == 'timestamp' else raw -%}
+        case when {{ raw }} rlike '{{ form }}' then try_cast({{ text }} as {{ type }}) end
     {%- elif type == 'variant' -%}
-        try_parse_json({{ raw }})
+        case when not {{ mirror_json_lossy(raw) }} then try_parse_json({{ raw }}) end
     {%- elif type == 'binary' -%}
         case when left({{ raw }}, 2) = '\\x' then unhex(substr({{ raw }}, 3)) else unhex({{ raw }}) end
     {%- elif type.startswith('array<') and type.endswith('>') -%}
         {%- set element_type = type[6:-1] -%}
-        {%- set elements -%}
-            transform(
-                regexp_extract_all(substr({{ raw }}, 2, length({{ raw }}) - 2), '"(?:[^"\\\\]|\\\\.)*"|[^,]+', 0),
-                token -> case
-                    when token = 'NULL' then null
-                    when token like '"%' then regexp_replace(substr(token, 2, length(token) - 2), '\\\\(.)', '$1')
-                    else token
+        {#-
+            An element is quoted (any text, backslash escapes) or bare (none of `",{}` or a
+            backslash; bare NULL is null). A one-dimensional literal is `{` elements `}` with one
+            comma between each two and nothing else. Possessive quantifiers: Java's regex engine
+            recurses per repetition of an alternation, which a long element would overflow.
+        -#}
+        {%- set element_form -%}"(?:[^"\\\\]++|\\\\.)*+"|[^",{}\\\\]++{%- endset -%}
+        {%- set inner = "substr(" ~ raw ~ ", 2, length(" ~ raw ~ ") - 2)" -%}
+        transform(array(regexp_extract_all({{ inner }}, '{{ element_form }}', 0)), tokens ->
+            transform(array(transform(tokens, token -> case
+                when token = 'NULL' then null
+                when token like '"%' then regexp_replace(substr(token, 2, length(token) - 2), '\\\\(.)', '$1')
+                else token
+            end)), elements ->
+                case
+                    when
+                        left({{ raw }}, 1) = '{' and right({{ raw }}, 1) = '}'
+                        and regexp_replace({{ inner }}, '{{ element_form }}', '') = repeat(',', size(tokens) - 1)
+                        and forall(elements, element -> element is null or {{ mirror_value('element', element_type) }} is not null)
+                        then transform(elements, element -> {{ mirror_value('element', element_type) }})
                 end
-            )
-        {%- endset -%}
-        case
-            when
-                {{ raw }} rlike '^[{][^{]*[}]$'
-                and forall({{ elements }}, element -> element is null or {{ mirror_value('element', element_type) }} is not null)
-                then transform({{ elements }}, element -> {{ mirror_value('element', element_type) }})
-        end
+            )[0]
+        )[0]
     {%- else -%}
         try_cast({{ raw }} as {{ type }})
     {%- endif -%}

@@ -20,7 +20,8 @@
     {%- endif -%}
     {%- set connect = modules.re.sub(' [(].*[)]$', '', text) -%}
     {%- set array = modules.re.match('^array<(.*)>$', connect) -%}
-    {%- set decimal = modules.re.match('^org[.]apache[.]kafka[.]connect[.]data[.]decimal[(][0-9]*,([0-9]+)[)]$', connect) -%}
+    {%- set decimal_pattern = '^org[.]apache[.]kafka[.]connect[.]data[.]decimal[(][0-9]*,([0-9]+)[)]$' -%}
+    {%- set decimal = modules.re.match(decimal_pattern, connect) -%}
     {%- if array -%}
         {{ return({'encoding': 'json_array', 'item': array.group(1)}) }}
     {%- elif decimal -%}

@@ -4,17 +4,22 @@
     columns that can fail to convert (`mirror_columns` over `registry`: of a type other than string,
     or decoded first, `connect_encoding`), the value the capture sent and `mirror_value`'s result, kept where the one is not null and the other is. One row per
     rejected value: the record's key and position and a struct `rejected` (column_name,
-    source_type, spark_type, raw_value, converts). Typed and empty when no mirror can reject.
+    source_type, spark_type, raw_value, converts, and why: `mirror_reject_reason`). Typed and empty when no mirror can reject.
 -#}
 {% macro mirror_reject_checks(records, registry, bounds) -%}
     {%- set checks = [] -%}
     {%- for mirror in mirror_models() -%}
         {#- A string column converts whatever was sent, unless it is decoded first (a Debezium time). -#}
         {%- set checked = [] -%}
-        {%- for column in mirror_columns(registry, mirror.source_id, mirror.source_schema, mirror.source_table)
-            if column.spark_type != 'string'
-            or (connect_encoding(column.source_type) or {}).get('encoding', 'text') != 'text' -%}
-            {%- do checked.append(column) -%}
+        {%- for column in mirror_columns(registry, mirror.source_id, mirror.source_schema, mirror.source_table) -%}
+            {%- set decoded = [] -%}
+            {%- for type in column.types
+                if (connect_encoding(type.source_type) or {}).get('encoding', 'text') != 'text' -%}
+                {%- do decoded.append(type) -%}
+            {%- endfor -%}
+            {%- if column.spark_type != 'string' or decoded -%}
+                {%- do checked.append(column) -%}
+            {%- endif -%}
         {%- endfor -%}
         {%- if checked -%}
             {%- do checks.append((mirror, checked)) -%}
@@ -39,7 +44,8 @@
                     'source_type', '{{ column.source_type | replace("'", "''") }}',
                     'spark_type', '{{ column.spark_type }}',
                     'raw_value', {{ raw }},
-                    'converts', {{ mirror_value(raw, column.spark_type, column.source_type) }} is not null
+                    'converts', {{ mirror_column_value(column) }} is not null,
+                    'reason', {{ mirror_column_value(column, mirror_reject_reason) }}
                 ){{ ',' if not loop.last }}
                 {%- endfor %}
             ),
@@ -61,7 +67,8 @@
         cast(null as string) as commit_lsn_text,
         cast(null as timestamp) as committed_at,
         cast(null as struct<
-            column_name: string, source_type: string, spark_type: string, raw_value: string, converts: boolean
+            column_name: string, source_type: string, spark_type: string, raw_value: string, converts: boolean,
+            reason: string
         >) as rejected
     where false
     {%- endfor %}
