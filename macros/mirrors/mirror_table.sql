@@ -1,5 +1,5 @@
 {#-
-    The body of a typed mirror model (`mirrors/`, written by `python -m python_jobs.mirrors`): one
+    The body of a typed mirror model (`generated_mirrors/`, written by `python -m python_jobs.mirrors`): one
     source table's live rows with each column in its Spark type (`mirror_columns`,
     `mirror_column_value`: `mirror_value` with the type each value was sent with),
     plus the last touch's position (_wal_lake_record_pk, _wal_lake_seq, _wal_lake_commit_lsn,

@@ -397,3 +397,20 @@ def test_mirror_models_must_live_inside_the_project():
     for outside in ("/tmp/mirrors", "../mirrors"):
         with pytest.raises(mirrors.MirrorSetupError, match="WAL_LAKE_MIRROR_MODELS"):
             mirrors.mirror_dir(outside)
+
+
+def test_generated_models_in_the_former_default_directory_move_to_the_new_one(tmp_path, monkeypatch):
+    monkeypatch.delenv("WAL_LAKE_MIRROR_MODELS", raising=False)
+    former = tmp_path / mirrors.FORMER_DEFAULT_DIR
+    former.mkdir()
+    (former / mirrors.SCHEMA_FILE).write_text(f"# {mirrors.GENERATED_MARK}: do not edit\n")
+    (former / "src__public__t.sql").write_text("{{ mirror_table('src', 'public', 't') }}\n")
+    assert mirrors.mirror_dir(project=tmp_path) == (tmp_path / mirrors.DEFAULT_DIR).resolve()
+    assert not former.exists()
+    assert (tmp_path / mirrors.DEFAULT_DIR / "src__public__t.sql").is_file()
+    # a folder of the user's own that happens to be called mirrors/ is left where it is
+    mine = tmp_path / mirrors.FORMER_DEFAULT_DIR
+    mine.mkdir()
+    (mine / "notes.sql").write_text("select 1\n")
+    assert mirrors.mirror_dir(project=tmp_path) == (tmp_path / mirrors.DEFAULT_DIR).resolve()
+    assert (mine / "notes.sql").is_file()
