@@ -3,7 +3,7 @@ SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: setup setup-test bench-deps demo test lint bench clean
+.PHONY: setup setup-test bench-deps demo follow test lint bench clean
 
 setup:
 	@bash scripts/setup.sh
@@ -18,6 +18,12 @@ bench-deps: setup
 ## demo: land sample WAL, build and test the models on the embedded default, print what was built
 demo: setup
 	@$(PY) -m python_jobs.demo
+
+## follow: keep the embedded warehouse current, cycle after cycle (python -m python_jobs.follow):
+## the landing zone LANDING (default landing/live; make demo's is landing/sample), and with DSN="host=... dbname=..." a capture from it
+LANDING ?= landing/live
+follow: setup
+	@$(PY) -m python_jobs.follow --landing $(LANDING) $(if $(DSN),--dsn "$(DSN)")
 
 ## lint: sqlfluff (sparksql, jinja templater: no Spark needed) and ruff
 lint: setup
