@@ -238,8 +238,11 @@ def _move_to_quarantine(spark, landing: str, source_id: str, path: str, reason: 
     fs = src.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
     folder = jvm.org.apache.hadoop.fs.Path(jvm.org.apache.hadoop.fs.Path(landing, QUARANTINE), source_id)
     fs.mkdirs(folder)
-    dst = jvm.org.apache.hadoop.fs.Path(folder, src.getName())
-    note = fs.create(jvm.org.apache.hadoop.fs.Path(folder, src.getName() + ".reason"), True)
+    name = src.getName()
+    if fs.exists(jvm.org.apache.hadoop.fs.Path(folder, name)):  # a file of that name was set aside before
+        name = f"{name}.{datetime.now(UTC):%Y%m%dT%H%M%S%f}"
+    dst = jvm.org.apache.hadoop.fs.Path(folder, name)
+    note = fs.create(jvm.org.apache.hadoop.fs.Path(folder, name + ".reason"), True)
     try:
         note.write(bytearray(f"{datetime.now(UTC).isoformat()} {reason}\n".encode()))
     finally:

@@ -286,3 +286,18 @@ def test_the_capture_thread_survives_a_lost_connection(postgres, tmp_path):
     assert not capture.is_alive()
     assert "follow: capture failed (1 so far):" in out.getvalue()
     assert capture.state.last_error
+
+
+def test_a_name_quarantined_twice_keeps_both_files(spark, tmp_path):
+    landing = tmp_path / "landing"
+    (landing / SOURCE).mkdir(parents=True)
+    for text in ("first\n", "second\n"):
+        path = landing / SOURCE / UNKNOWN
+        path.write_text(text)
+        follow._move_to_quarantine(spark, str(landing), SOURCE, str(path), "no known format")
+        assert not path.exists()
+    names = (p.name for p in (landing / follow.QUARANTINE / SOURCE).iterdir())
+    kept = sorted(n for n in names if not n.endswith(".reason") and not n.startswith("."))  # .crc: Hadoop's
+    assert len(kept) == 2 and kept[0] == UNKNOWN, kept
+    texts = sorted((landing / follow.QUARANTINE / SOURCE / name).read_text() for name in kept)
+    assert texts == ["first\n", "second\n"]
