@@ -4,7 +4,7 @@ SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: setup setup-test bench-deps demo check test lint bench clean
+.PHONY: setup setup-test bench-deps demo follow check test lint bench clean
 
 setup:
 	@bash scripts/setup.sh
@@ -19,6 +19,13 @@ bench-deps: setup
 ## demo: land sample WAL, build and test the models on the embedded default, print what was built
 demo: setup
 	@$(PY) -m python_jobs.demo
+
+## follow: keep the embedded warehouse current, cycle after cycle (python -m python_jobs.follow):
+## the landing zone LANDING (default landing/live; make demo's is landing/sample), and with DSN="host=... dbname=..." a capture
+## from it (passed by environment, not on the follower's command line; keep the password in ~/.pgpass or PGPASSWORD)
+LANDING ?= landing/live
+follow: setup
+	@$(if $(DSN),WAL_LAKE_CAPTURE_DSN="$(DSN)") $(PY) -m python_jobs.follow --landing $(LANDING)
 
 ## lint: sqlfluff (sparksql, jinja templater: no Spark needed) and ruff. macros/ by its topic
 ## folders (macros/<topic>/, with macros/.sqlfluff), so a macro file lands in one to be linted.

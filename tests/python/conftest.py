@@ -69,6 +69,7 @@ SLOW_MODULES = frozenset(
         "test_unannounced_ddl",
         "test_seq_stamp",
         "test_mirrors_exact",
+        "test_follow",
     }
 )
 # Single tests of fast modules that run the job's batching end to end: two thirds of their module.

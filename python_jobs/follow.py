@@ -1,0 +1,770 @@
+"""``python -m python_jobs.follow``: keep the lake current, in one process with one warm Spark session.
+
+Each cycle lands the landing zone's new files (the ingestion job's ``run``), writes the typed mirror
+model of any table seen for the first time (``mirrors.generate``), runs ``dbt build`` in-process on
+the same Spark session (dbt-spark's session method finds it: no second JVM), then prints one line
+with each source's lag and writes the status file. A cycle starts as soon as the landing zone
+shows a new or grown file, and never sooner than ``--min-interval`` after the previous one started.
+
+With ``--dsn`` it also captures: the capture job (``python_jobs.capture``) runs in a thread of this
+process, following its slot and writing landing files, which the cycles then land. In-process rather
+than a child process, so that a kill of the follower, whatever signal, ends the capture with it: a
+child left behind by a ``kill -9`` would keep the slot (and its lock), and the restarted follower's
+capture would be refused. The capture writes a file durably before it advances the slot, and every
+step of a cycle is rerunnable (the ingestion's write-ahead plans, dbt's stamped incremental
+models), so a kill at any point loses nothing: the restarted follower carries on.
+
+Stopping: SIGTERM or Ctrl-C asks for a stop; the step running finishes, no other starts, the
+capture finishes the file it is writing, and the follower exits 0. A step still running
+``--stop-timeout`` seconds later is abandoned by exiting at once (safe, as any kill). A second
+Ctrl-C exits at once. One follower per warehouse: a lock file (``--lock-file``) refuses a second one
+with exit status 3; the local target's metastore lock refuses a manual ingestion or dbt run meanwhile.
+
+Faults: a landing file the ingestion cannot open or whose format it cannot tell is moved to
+``<landing>/_quarantine/<source>/`` with a ``.reason`` file beside it, and the cycle goes on; a
+malformed line is a reject, as always. A failed step (ingestion, dbt, Spark, the capture's Postgres)
+is logged with its cause and counted, and the cycle is tried again after a backoff (doubling up to
+``--max-backoff``); nothing is skipped. A dead JVM (killed, out of memory) ends the follower with
+exit status 1: only a new process can have a Spark session again.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import json
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import IO, TextIO
+
+from python_jobs import status as status_mod
+from python_jobs.lsn import format_lsn
+
+EXIT_LOCKED = 3
+QUARANTINE = "_quarantine"
+# dbt build's selection: every model, seed, snapshot and data test. Unit tests check the models'
+# code, not the data: they belong in CI, not in every cycle.
+DBT_BUILD = ("build", "--exclude-resource-type", "unit_test", "--quiet")
+STAMP_CONF = "spark.databricks.delta.commitInfo.userMetadata"
+
+
+class FollowLocked(RuntimeError):
+    """Another follower holds the warehouse."""
+
+
+class StepFailed(RuntimeError):
+    """A step of a cycle failed; the message is its cause in one line."""
+
+
+class SparkGone(RuntimeError):
+    """The session's JVM has died (killed, out of memory): no retry in this process can succeed."""
+
+
+def spark_alive(spark) -> bool:
+    try:
+        return not spark.sparkContext._jsc.sc().isStopped()
+    except Exception:  # py4j cannot reach the JVM
+        return False
+
+
+def cause(exc: BaseException) -> str:
+    """An exception as one line: its first line that is not py4j's call header."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    text = next((line for line in lines if not line.startswith("An error occurred while calling")), None)
+    return f"{type(exc).__name__}: {(text or '')[:400]}" if text else type(exc).__name__
+
+
+# --- the lock --------------------------------------------------------------------------------------
+
+
+def spark_dir() -> Path:
+    return Path(os.environ.get("WAL_LAKE_SPARK_DIR", ".spark"))
+
+
+def hold_lock(path: Path) -> IO[str]:
+    """An exclusive lock on ``path`` for this process (the kernel drops it when the process ends,
+    however it ends), or FollowLocked naming the holder."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle = path.open("a+")
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.seek(0)
+        holder = handle.read().strip() or "a process"
+        handle.close()
+        raise FollowLocked(
+            f"another follower ({holder}) holds {path}: one follower per warehouse; stop it first, "
+            "or read its status file"
+        ) from None
+    handle.seek(0)
+    handle.truncate()
+    handle.write(f"pid {os.getpid()}, started {datetime.now(UTC).isoformat(timespec='seconds')}\n")
+    handle.flush()
+    return handle
+
+
+# --- stopping --------------------------------------------------------------------------------------
+
+
+class Stopper:
+    """SIGTERM and Ctrl-C ask for a stop, between steps. The handlers only raise a flag (a signal
+    handler runs on the main thread, which may be inside a lock that ``Event.set`` takes); a
+    watcher thread turns it into ``stop``, and exits the process if the stop has not finished
+    ``timeout`` seconds later. A second Ctrl-C raises KeyboardInterrupt at once."""
+
+    def __init__(self, stop: threading.Event, timeout: float, out: TextIO) -> None:
+        self.stop = stop
+        self.timeout = timeout
+        self.out = out
+        self.signal_name: str | None = None
+        self.finished = threading.Event()
+        self._previous: dict[int, object] = {}
+
+    def install(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            self._previous[signum] = signal.signal(signum, self._handle)
+        threading.Thread(target=self._watch, name="follow-stop", daemon=True).start()
+
+    def restore(self) -> None:
+        self.finished.set()
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+
+    def _handle(self, signum, _frame) -> None:
+        if self.signal_name is not None and signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        self.signal_name = signal.Signals(signum).name
+
+    def _watch(self) -> None:
+        while not self.finished.is_set():
+            if self.signal_name is not None and not self.stop.is_set():
+                print(f"follow: {self.signal_name}: stopping after this step", file=self.out, flush=True)
+                self.stop.set()
+            if self.stop.is_set() and self.timeout > 0:
+                if not self.finished.wait(self.timeout):
+                    print(
+                        f"follow: the current step did not end within {self.timeout:.0f}s of the stop: "
+                        "exiting now (safe: every step is rerunnable)",
+                        file=self.out,
+                        flush=True,
+                    )
+                    os._exit(1)
+                return
+            time.sleep(0.2)
+
+
+def sleep_until(deadline: float, stop: threading.Event, wake: Callable[[], bool] | None = None) -> None:
+    """Sleep until ``deadline`` (monotonic), ``stop``, or ``wake()`` is true; polled, never blocking
+    on the event (see Stopper)."""
+    while not stop.is_set() and time.monotonic() < deadline:
+        if wake is not None and wake():
+            return
+        time.sleep(min(0.5, max(0.0, deadline - time.monotonic())))
+
+
+@dataclass
+class Backoff:
+    first: float = 2.0
+    limit: float = 300.0
+    current: float = 0.0
+
+    def next(self) -> float:
+        self.current = min(self.limit, self.current * 2 if self.current else self.first)
+        return self.current
+
+    def reset(self) -> None:
+        self.current = 0.0
+
+
+# --- the landing zone ------------------------------------------------------------------------------
+
+
+def landing_signature(landing: str) -> frozenset | None:
+    """The visible files of a local landing zone with their sizes; None for a path only Spark reads
+    (s3a://, hdfs://...), which is then listed by the ingestion at every interval."""
+    if "://" in landing:
+        return None
+    root = Path(landing)
+    if not root.is_dir():
+        return frozenset()
+    found = []
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if not d.startswith((".", "_"))]
+        for name in files:
+            if not name.startswith((".", "_")):
+                path = Path(folder, name)
+                try:
+                    found.append((str(path.relative_to(root)), path.stat().st_size))
+                except FileNotFoundError:
+                    continue  # moved away meanwhile
+    return frozenset(found)
+
+
+def quarantine_unusable(spark, landing: str, raw_schema: str, out: TextIO) -> list[str]:
+    """Move every landing file that no batch has planned and that the ingestion cannot open or
+    tell the format of to ``<landing>/_quarantine/<source>/``, a ``.reason`` file beside it; return
+    their paths. A file already in a plan is left where it is (its batch must run as planned)."""
+    from python_jobs.ingest.landing import LandingError, list_files, probe
+
+    planned: set[str] = set()
+    if spark.catalog.tableExists(f"{raw_schema}.wal_batches"):
+        rows = spark.sql(f"select distinct landing_file from {raw_schema}.wal_batches").collect()
+        planned = {r[0] for r in rows}
+    moved = []
+    for f in list_files(spark, landing, None):
+        if f.path in planned:
+            continue
+        try:
+            probe(spark, f.path, detect=True)
+        except LandingError as exc:
+            _move_to_quarantine(spark, landing, f.source_id, f.path, str(exc))
+            print(f"follow: quarantined {f.path}: {exc}", file=out, flush=True)
+            moved.append(f.path)
+    return moved
+
+
+def _move_to_quarantine(spark, landing: str, source_id: str, path: str, reason: str) -> None:
+    jvm = spark.sparkContext._jvm
+    src = jvm.org.apache.hadoop.fs.Path(path)
+    fs = src.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+    folder = jvm.org.apache.hadoop.fs.Path(jvm.org.apache.hadoop.fs.Path(landing, QUARANTINE), source_id)
+    fs.mkdirs(folder)
+    name = src.getName()
+    if fs.exists(jvm.org.apache.hadoop.fs.Path(folder, name)):  # a file of that name was set aside before
+        name = f"{name}.{datetime.now(UTC):%Y%m%dT%H%M%S%f}"
+    dst = jvm.org.apache.hadoop.fs.Path(folder, name)
+    note = fs.create(jvm.org.apache.hadoop.fs.Path(folder, name + ".reason"), True)
+    try:
+        note.write(bytearray(f"{datetime.now(UTC).isoformat()} {reason}\n".encode()))
+    finally:
+        note.close()
+    if not fs.rename(src, dst):
+        raise StepFailed(f"cannot move {path} to {dst.toString()}")
+
+
+# --- capture ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class CaptureState:
+    failures: int = 0
+    last_error: str | None = None
+    running: bool = False
+
+
+class Capture(threading.Thread):
+    """The capture job following its slot, restarted with backoff whenever it fails (Postgres gone,
+    slot in use by another capture): its own thread, its own connection."""
+
+    def __init__(self, argv: list[str], stop: threading.Event, max_backoff: float, out: TextIO) -> None:
+        super().__init__(name="follow-capture", daemon=True)
+        from python_jobs.capture.cli import parse_args
+
+        self.args = parse_args(argv)
+        self.stop = stop
+        self.backoff = Backoff(limit=max_backoff)
+        self.out = out
+        self.state = CaptureState()
+
+    def run(self) -> None:
+        from python_jobs.capture.cli import run as capture_run
+
+        while not self.stop.is_set():
+            started = time.monotonic()
+            self.state.running = True
+            try:
+                capture_run(self.args, self.stop)
+            except Exception as exc:  # CaptureError, psycopg's errors, OSError: all retried
+                self.state.failures += 1
+                self.state.last_error = cause(exc)
+                if time.monotonic() - started > 60:
+                    self.backoff.reset()  # it had been running: a new fault, start the backoff again
+                delay = self.backoff.next()
+                print(
+                    f"follow: capture failed ({self.state.failures} so far): {self.state.last_error}; "
+                    f"retrying in {delay:.0f}s",
+                    file=self.out,
+                    flush=True,
+                )
+                sleep_until(time.monotonic() + delay, self.stop)
+            finally:
+                self.state.running = False
+
+
+def slot_position(dsn: str, slot: str) -> dict:
+    """The slot's confirmed position against Postgres' current one (a short connection of its own)."""
+    from python_jobs.capture.session import connect
+
+    try:
+        with connect(dsn, connect_timeout=5) as conn:
+            row = conn.execute(
+                "select confirmed_flush_lsn::text, pg_current_wal_lsn()::text, "
+                "pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn)::bigint "
+                "from pg_replication_slots where slot_name = %s",
+                (slot,),
+            ).fetchone()
+    except Exception as exc:  # Postgres gone: the line says so, the cycle goes on
+        return {"slot": slot, "error": cause(exc)}
+    if row is None:
+        return {"slot": slot, "error": "no such slot yet"}
+    return {"slot": slot, "confirmed_lsn": row[0], "current_lsn": row[1], "bytes_behind": row[2]}
+
+
+# --- a cycle ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class Counters:
+    cycles: int = 0
+    failed_cycles: int = 0
+    failures: dict[str, int] = field(default_factory=dict)  # per step
+    last_error: dict | None = None
+    quarantined: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Options:
+    landing: str
+    raw_schema: str
+    schema: str
+    min_interval: float
+    max_backoff: float
+    status_file: Path | None
+    cycles: int | None
+    dsn: str | None
+    slot: str
+
+
+class Follower:
+    def __init__(self, spark, options: Options, stop: threading.Event, out: TextIO) -> None:
+        self.spark = spark
+        self.o = options
+        self.stop = stop
+        self.out = out
+        self.counters = Counters()
+        self.capture: Capture | None = None
+        self.built = False  # dbt has built everything landed so far, as far as this process knows
+        self.known_tables: set[tuple] | None = None
+        self.last_report: tuple[list, dict | None] = ([], None)  # the sources and slot last reported
+
+    def log(self, message: str) -> None:
+        print(f"follow: {message}", file=self.out, flush=True)
+
+    # The steps. Each raises on failure; the cycle logs, counts, and retries it later.
+
+    def ingest(self):
+        from python_jobs.ingest import job as ingest
+        from python_jobs.ingest.landing import LandingError
+
+        try:
+            return ingest.run(self.spark, self.o.landing, schema=self.o.raw_schema, out=self.out)
+        except LandingError as first:
+            moved = quarantine_unusable(self.spark, self.o.landing, self.o.raw_schema, self.out)
+            if not moved:
+                raise
+            self.counters.quarantined += moved
+            self.log(f"{len(moved)} file(s) quarantined after: {first}; landing the rest")
+            return ingest.run(self.spark, self.o.landing, schema=self.o.raw_schema, out=self.out)
+
+    def new_tables(self) -> list[str]:
+        """Write the mirror models of tables seen for the first time; the sources they belong to."""
+        from python_jobs import mirrors
+
+        events = f"{self.o.raw_schema}.wal_events"
+        if not self.spark.catalog.tableExists(events):
+            return []
+        tables = {
+            tuple(r)
+            for r in self.spark.sql(
+                f"select distinct source_id, source_schema, source_table from {events} "
+                "where column_types is not null"
+            ).collect()
+        }
+        new = tables - (self.known_tables or set())
+        if self.known_tables is None or new:
+            sources = sorted({t[0] for t in new}) if self.known_tables is not None else None
+            mirrors.generate(self.spark, self.o.raw_schema, sources=sources)
+        self.known_tables = tables
+        return sorted({t[0] for t in new})
+
+    def dbt_build(self) -> None:
+        from dbt.cli.main import dbtRunner
+
+        from python_jobs.spark_session import PROJECT_DIR
+
+        try:
+            result = dbtRunner().invoke(
+                [*DBT_BUILD, "--project-dir", str(PROJECT_DIR), "--profiles-dir", str(PROJECT_DIR)]
+            )
+        finally:
+            # A model that failed between its stamp and its post-hook leaves the stamp set on the
+            # session: no later commit (the next cycle's ingestion) may carry it.
+            self.spark.conf.unset(STAMP_CONF)
+        if result.success:
+            return
+        if result.exception is not None:
+            raise StepFailed(cause(result.exception))
+        failed = [
+            f"{r.node.name} {r.status}: {' '.join((r.message or '').split())[:200]}"
+            for r in (result.result or [])
+            if str(r.status) in ("error", "fail")
+        ]
+        raise StepFailed("; ".join(failed[:5]) + (f" (+{len(failed) - 5} more)" if len(failed) > 5 else ""))
+
+    def cycle(self) -> bool:
+        """One cycle; True when every step succeeded. Steps start only while no stop is asked."""
+        number = self.counters.cycles + 1
+        started = time.monotonic()
+        timings: dict[str, float] = {}
+        step = "ingest"
+        landed = 0
+        try:
+            for step in ("ingest", "mirrors", "dbt"):
+                if self.stop.is_set():
+                    return False
+                t0 = time.monotonic()
+                if step == "ingest":
+                    summary = self.ingest()
+                    landed = summary.files
+                    if landed:
+                        self.built = False
+                        print(summary.line(), file=self.out, flush=True)
+                elif step == "mirrors":
+                    self.new_tables()
+                elif step == "dbt" and not self.built:
+                    self.dbt_build()
+                    self.built = True
+                timings[step] = time.monotonic() - t0
+        except Exception as exc:
+            self.counters.failures[step] = self.counters.failures.get(step, 0) + 1
+            self.counters.failed_cycles += 1
+            self.counters.last_error = {
+                "step": step,
+                "cause": cause(exc),
+                "at": datetime.now(UTC).isoformat(timespec="seconds"),
+            }
+            self.log(f"cycle {number}: {step} failed ({self.counters.failures[step]} so far): {cause(exc)}")
+            if not spark_alive(self.spark):
+                raise SparkGone(f"Spark's JVM is gone ({cause(exc)})") from exc
+            return False
+        finally:
+            self.counters.cycles = number
+        self.report(number, time.monotonic() - started, landed, timings)
+        return True
+
+    def report(self, number: int, seconds: float, landed: int, timings: dict[str, float]) -> None:
+        now = datetime.now(UTC)
+        try:
+            sources = status_mod.source_status(self.spark, self.o.raw_schema, self.o.schema)
+        except Exception as exc:  # the status is a report: its failure is logged, not retried
+            self.log(f"cycle {number}: status failed: {cause(exc)}")
+            sources = []
+        slot = slot_position(self.o.dsn, self.o.slot) if self.o.dsn is not None else None
+        steps = ", ".join(f"{k} {v:.1f}s" for k, v in timings.items())
+        parts = [f"cycle {number} in {seconds:.1f}s ({landed} files landed; {steps})"]
+        parts += [source_summary(s, now) for s in sources] or ["nothing landed yet"]
+        if slot is not None:
+            parts.append(slot_summary(slot))
+        self.log("; ".join(parts))
+        self.last_report = (sources, slot)
+        self.write_status("running", now)
+
+    def write_status(self, state: str, now: datetime) -> None:
+        if self.o.status_file is None:
+            return
+        sources, slot = self.last_report
+        document = {
+            "state": state,
+            "pid": os.getpid(),
+            "written_at": now.isoformat().replace("+00:00", "Z"),
+            "cycles": self.counters.cycles,
+            "failed_cycles": self.counters.failed_cycles,
+            "failures": self.counters.failures,
+            "last_error": self.counters.last_error,
+            "quarantined": self.counters.quarantined,
+            "capture": None,
+            "sources": [],
+        }
+        if self.capture is not None:
+            document["capture"] = {
+                **(slot or {"slot": self.o.slot}),
+                "running": self.capture.state.running,
+                "failures": self.capture.state.failures,
+                "last_error": self.capture.state.last_error,
+            }
+        for s in sources:
+            entry = s.as_json()
+            entry["lag_seconds"] = lag_seconds(s, now)
+            document["sources"].append(entry)
+        write_atomically(self.o.status_file, json.dumps(document, indent=2) + "\n")
+
+    def run(self, between: Callable[[int], None] | None = None) -> None:
+        """Cycles until stopped (or ``cycles`` of them): the first at once, then each as soon as the
+        landing zone changes, a failed one again after its backoff, never more often than
+        ``min_interval``."""
+        backoff = Backoff(limit=self.o.max_backoff)
+        retry_at: float | None = None
+        last_start: float | None = None
+        seen: frozenset | None = None  # the landing zone as the last cycle started
+        while not self.stop.is_set():
+            if last_start is not None:
+                self.wait(last_start, retry_at, seen)
+                if self.stop.is_set():
+                    break
+            # Taken before the cycle: a file arriving while it runs starts the next one.
+            seen = landing_signature(self.o.landing)
+            last_start = time.monotonic()
+            if self.cycle():
+                backoff.reset()
+                retry_at = None
+            elif not self.stop.is_set():
+                delay = backoff.next()
+                retry_at = time.monotonic() + delay
+                self.log(f"retrying in {delay:.0f}s")
+            if self.o.cycles is not None and self.counters.cycles >= self.o.cycles:
+                break
+            if between is not None:
+                between(self.counters.cycles)
+
+    def wait(self, last_start: float, retry_at: float | None, seen: frozenset | None) -> None:
+        """Until the next cycle is due: a retry's time, else a change of the landing zone (for a
+        zone only Spark lists, the interval alone); and the minimum interval in any case."""
+        if retry_at is not None:
+            sleep_until(retry_at, self.stop)
+        elif seen is not None:
+            landing = self.o.landing
+            sleep_until(float("inf"), self.stop, wake=lambda: landing_signature(landing) != seen)
+        sleep_until(last_start + self.o.min_interval, self.stop)
+
+
+def lag_seconds(s: status_mod.SourceStatus, now: datetime) -> float | None:
+    visible = s.consumer_records
+    if visible is None or visible.committed_at is None:
+        return None
+    committed = visible.committed_at
+    if committed.tzinfo is None:
+        committed = committed.replace(tzinfo=UTC)
+    return round((now - committed).total_seconds(), 3)
+
+
+def source_summary(s: status_mod.SourceStatus, now: datetime) -> str:
+    lag = lag_seconds(s, now)
+    visible = s.consumer_records
+    newest = (
+        f"newest visible commit {visible.committed_at:%Y-%m-%d %H:%M:%S} ({lag:.1f}s ago), seq {visible.seq}"
+        if visible is not None and lag is not None
+        else "nothing visible yet"
+    )
+    frontier = format_lsn(s.frontier_lsn) if s.frontier_lsn is not None else "-"
+    violations = s.violations if s.violations is not None else "-"
+    return (
+        f"{s.source_id}: {newest}, frontier {frontier}"
+        + ("" if s.built else " (not all built)")
+        + f", pending {s.pending}, rejects {s.rejects}, violations {violations}"
+    )
+
+
+def slot_summary(slot: dict) -> str:
+    if "error" in slot:
+        return f"slot {slot['slot']}: {slot['error']}"
+    return (
+        f"slot {slot['slot']}: confirmed {slot['confirmed_lsn']}, Postgres at {slot['current_lsn']} "
+        f"({slot['bytes_behind']:,} bytes behind)"
+    )
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """Readers see the old file or the new one, never half of one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(temporary, "w") as handle:
+        handle.write(text)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(temporary, path)
+
+
+# --- the command line ------------------------------------------------------------------------------
+
+
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError("must not be negative")
+    return value
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    env = os.environ
+    parser = argparse.ArgumentParser(
+        prog="python -m python_jobs.follow",
+        description="Keep the lake current: land new files, write new tables' mirror models and run "
+        "dbt build, cycle after cycle, in one process with one Spark session; with --dsn, capture "
+        "from a Postgres slot too. SIGTERM or Ctrl-C stops it between steps. docs/operations.md.",
+    )
+    parser.add_argument(
+        "--landing",
+        metavar="PATH",
+        default=env.get("WAL_LAKE_LANDING"),
+        required="WAL_LAKE_LANDING" not in env,
+        help="the landing zone (env WAL_LAKE_LANDING)",
+    )
+    parser.add_argument(
+        "--dsn",
+        default=env.get("WAL_LAKE_CAPTURE_DSN"),
+        help="capture from this Postgres (libpq string; env WAL_LAKE_CAPTURE_DSN); without it, the "
+        "follower lands what another capture or a Kafka Connect sink writes",
+    )
+    parser.add_argument("--slot", default="wal_lake", help="the capture's slot (default %(default)s)")
+    parser.add_argument("--source-id", help="the capture's folder (default <database>.<slot>)")
+    parser.add_argument(
+        "--snapshot", action="store_true", help="the capture creates its slot with an initial snapshot"
+    )
+    parser.add_argument(
+        "--min-interval",
+        type=_positive_float,
+        default=float(env.get("WAL_LAKE_FOLLOW_MIN_INTERVAL", "10")),
+        help="seconds between the starts of two cycles, at least "
+        "(env WAL_LAKE_FOLLOW_MIN_INTERVAL; default 10)",
+    )
+    parser.add_argument(
+        "--status-file",
+        type=Path,
+        default=Path(env.get("WAL_LAKE_FOLLOW_STATUS", str(spark_dir() / "follow_status.json"))),
+        help="the JSON status written after each cycle (env WAL_LAKE_FOLLOW_STATUS; "
+        "default $WAL_LAKE_SPARK_DIR/follow_status.json)",
+    )
+    parser.add_argument(
+        "--lock-file",
+        type=Path,
+        default=spark_dir() / "follow.lock",
+        help="one follower per warehouse (default $WAL_LAKE_SPARK_DIR/follow.lock)",
+    )
+    parser.add_argument("--cycles", type=int, help="stop after this many cycles (default: run until stopped)")
+    parser.add_argument(
+        "--max-backoff",
+        type=_positive_float,
+        default=300.0,
+        help="longest wait before a retry (default 300 s)",
+    )
+    parser.add_argument(
+        "--stop-timeout",
+        type=_positive_float,
+        default=120.0,
+        help="after SIGTERM, exit at once if the running step has not ended within this many seconds "
+        "(0: wait for it; default 120)",
+    )
+    parser.add_argument(
+        "--raw-schema",
+        default=env.get("WAL_LAKE_RAW_SCHEMA", "wal_lake_raw"),
+        help="schema of the landed tables (env WAL_LAKE_RAW_SCHEMA; default wal_lake_raw)",
+    )
+    parser.add_argument(
+        "--schema",
+        default=env.get("WAL_LAKE_SCHEMA", "wal_lake"),
+        help="schema of the dbt models (env WAL_LAKE_SCHEMA; default wal_lake)",
+    )
+    args = parser.parse_args(argv)
+    if args.cycles is not None and args.cycles < 1:
+        parser.error("--cycles must be at least 1")
+    return args
+
+
+def capture_argv(args: argparse.Namespace) -> list[str]:
+    argv = ["--dsn", args.dsn, "--slot", args.slot, "--landing", args.landing, "--quiet"]
+    if args.source_id:
+        argv += ["--source-id", args.source_id]
+    if args.snapshot:
+        argv.append("--snapshot")
+    return argv
+
+
+def main(
+    argv: list[str] | None = None,
+    stop: threading.Event | None = None,
+    out: TextIO | None = None,
+    between: Callable[[int], None] | None = None,
+) -> int:
+    """Follow until stopped; the exit status. ``stop``: an event that stops it as SIGTERM does (for
+    callers in-process); ``between``: called after each cycle with the cycle count (tests)."""
+    args = parse_args(argv)
+    out = out or sys.stdout
+    stop = stop or threading.Event()
+    try:
+        lock = hold_lock(args.lock_file)
+    except FollowLocked as exc:
+        print(f"follow: error: {exc}", file=sys.stderr, flush=True)
+        return EXIT_LOCKED
+    stopper = Stopper(stop, args.stop_timeout, out)
+    stopper.install()
+    try:
+        return _follow(args, stop, out, between)
+    except KeyboardInterrupt:
+        print("follow: interrupted (safe: the next start carries on)", file=out, flush=True)
+        return 130
+    finally:
+        stop.set()
+        stopper.restore()
+        lock.close()
+
+
+def _follow(args: argparse.Namespace, stop: threading.Event, out: TextIO, between) -> int:
+    # dbt reads its schemas from the environment (profiles.yml, the sources): the same as ours.
+    os.environ["WAL_LAKE_RAW_SCHEMA"] = args.raw_schema
+    os.environ["WAL_LAKE_SCHEMA"] = args.schema
+    if "://" not in args.landing:
+        Path(args.landing).mkdir(parents=True, exist_ok=True)
+    from python_jobs.spark_session import SparkSetupError, get_spark
+
+    try:
+        spark = get_spark("wal_lake_follow")
+    except SparkSetupError as exc:
+        print(f"follow: error: {exc}", file=sys.stderr, flush=True)
+        return 1
+    options = Options(
+        landing=args.landing,
+        raw_schema=args.raw_schema,
+        schema=args.schema,
+        min_interval=args.min_interval,
+        max_backoff=args.max_backoff,
+        status_file=args.status_file,
+        cycles=args.cycles,
+        dsn=args.dsn,
+        slot=args.slot,
+    )
+    follower = Follower(spark, options, stop, out)
+    if args.dsn is not None:
+        follower.capture = Capture(capture_argv(args), stop, args.max_backoff, out)
+        follower.capture.start()
+    follower.log(
+        f"following {args.landing} into {args.raw_schema} and {args.schema}"
+        + (f", capturing slot {args.slot}" if args.dsn is not None else "")
+        + f"; cycles at least {args.min_interval:g}s apart"
+    )
+    try:
+        follower.run(between)
+    except SparkGone as exc:
+        stop.set()
+        follower.log(f"{exc}: exiting; start it again (a service manager does): nothing is lost")
+        return 1
+    finally:
+        stop.set()
+        if follower.capture is not None:
+            follower.capture.join(timeout=30)
+        follower.write_status("stopped", datetime.now(UTC))
+    c = follower.counters
+    follower.log(f"stopped after {c.cycles} cycles ({c.failed_cycles} failed)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,276 @@
+"""``python -m python_jobs.status``: how far each source has come, read from the tables alone.
+
+Per source: the greatest ``seq`` numbered in ``sequin_events``; the newest change visible in
+``consumer_records`` and in the source's typed mirrors (its ``seq``, commit LSN and commit time); the
+frontier (``wal_frontier``: everything at or below it has landed); the lines waiting in
+``pending`` (a transaction whose commit has not landed yet); the rejected lines and the
+``sequin_violations``.
+
+"Visible" is exact, deletes included: ``consumer_records`` and each mirror stamp the ``seq`` they
+applied up to on their own Delta commit (``macros/stamp_consumed_seq.sql``), and the newest change
+visible of a source is its ``sequin_events`` row with the greatest ``seq`` at or below that stamp.
+A source whose visible commit LSN equals its frontier, with nothing pending, has every landed change
+built; how far the source database itself has moved on since, only the capture knows (the follower's
+status line: ``python -m python_jobs.follow``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+
+from python_jobs.lsn import format_lsn
+
+STAMP_PREFIX = "wal_lake.consumed_seq="
+
+
+@dataclass(frozen=True)
+class Position:
+    """One change of ``sequin_events``: where a table has got to."""
+
+    seq: int
+    commit_lsn: int
+    committed_at: datetime | None
+
+    def as_json(self) -> dict:
+        return {
+            "seq": self.seq,
+            "commit_lsn": format_lsn(self.commit_lsn),
+            "committed_at": _iso(self.committed_at),
+        }
+
+
+@dataclass(frozen=True)
+class SourceStatus:
+    source_id: str
+    last_seq: int | None  # the greatest seq sequin_events numbered for the source
+    consumer_records: Position | None  # the newest change visible in consumer_records
+    mirrors: Position | None  # the newest change visible in every one of the source's mirrors
+    mirror_count: int
+    frontier_lsn: int | None
+    pending: int  # lines waiting for their transaction's commit (wal_files, each file's latest)
+    rejects: int
+    violations: int | None  # None: sequin_violations not built
+
+    def as_json(self) -> dict:
+        data = asdict(self)
+        data["consumer_records"] = self.consumer_records.as_json() if self.consumer_records else None
+        data["mirrors"] = self.mirrors.as_json() if self.mirrors else None
+        data["frontier_lsn"] = format_lsn(self.frontier_lsn) if self.frontier_lsn is not None else None
+        return data
+
+    @property
+    def built(self) -> bool:
+        """Every landed change of the source is visible in consumer_records."""
+        seen = self.consumer_records.commit_lsn if self.consumer_records else None
+        return self.pending == 0 and (self.frontier_lsn is None or seen == self.frontier_lsn)
+
+
+def _iso(value: datetime | None) -> str | None:
+    if value is None:
+        return None
+    if value.tzinfo is None:  # Spark returns the session's time zone (UTC) as naive datetimes
+        value = value.replace(tzinfo=UTC)
+    return value.isoformat().replace("+00:00", "Z")
+
+
+def _literal(text: str) -> str:
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _exists(spark, name: str) -> bool:
+    return bool(spark.catalog.tableExists(name))
+
+
+def consumed_seq(spark, relation: str) -> int | None:
+    """The seq a consumer model (consumer_records, a mirror) applied up to: the stamp on its latest
+    stamped Delta commit among the last 50 (as ``macros/consumer_stamp.sql`` reads it); None when it
+    has none."""
+    if not _exists(spark, relation):
+        return None
+    history = spark.sql(f"describe history {relation} limit 50").select("version", "userMetadata").collect()
+    for row in sorted(history, key=lambda r: r.version, reverse=True):
+        metadata = row.userMetadata or ""
+        if metadata.startswith(STAMP_PREFIX):
+            return int(metadata.removeprefix(STAMP_PREFIX).split(",", 1)[0])
+    return None
+
+
+def _per_source(spark, table: str, sql: str) -> dict[str, tuple]:
+    if not _exists(spark, table):
+        return {}
+    return {row[0]: tuple(row[1:]) for row in spark.sql(sql).collect()}
+
+
+def _mirror_stamps(spark, schema: str) -> dict[str, list[int]]:
+    """Per source, the seq each of its mirrors applied up to (0 for a mirror not built yet)."""
+    catalog = _per_source(
+        spark,
+        f"{schema}.mirror_tables",
+        f"select source_id, collect_set(mirror_relation) from {schema}.mirror_tables group by source_id",
+    )
+    return {
+        source: [consumed_seq(spark, relation) or 0 for relation in sorted(relations)]
+        for source, (relations,) in catalog.items()
+    }
+
+
+def source_status(spark, raw_schema: str, schema: str) -> list[SourceStatus]:
+    """Every source the warehouse knows (landed or numbered), in source_id order."""
+    raw, audit = raw_schema, f"{schema}_audit"
+    frontier = _per_source(
+        spark,
+        f"{raw}.wal_frontier",
+        f"select source_id, max_by(frontier_lsn, batch_id) from {raw}.wal_frontier group by source_id",
+    )
+    pending = _per_source(
+        spark,
+        f"{raw}.wal_files",
+        f"""select latest.source_id, sum(latest.pending) from (
+                select max_by(struct(source_id, pending), batch_id) as latest
+                from {raw}.wal_files group by landing_file
+            ) group by latest.source_id""",
+    )
+    rejects = _per_source(
+        spark,
+        f"{raw}.wal_rejects",
+        f"select source_id, count(*) from {raw}.wal_rejects group by source_id",
+    )
+    violations = _per_source(
+        spark,
+        f"{audit}.sequin_violations",
+        f"select source_id, count(*) from {audit}.sequin_violations group by source_id",
+    )
+    violations_built = _exists(spark, f"{audit}.sequin_violations")
+    consumer_seq = consumed_seq(spark, f"{schema}.consumer_records")
+    mirror_stamps = _mirror_stamps(spark, schema)
+    # One pass over sequin_events: each source's last seq, and its newest change at or below the
+    # consumer's stamp and at or below the least of its mirrors' stamps.
+    mirror_upto = " ".join(
+        f"when {_literal(source)} then {min(stamps)}" for source, stamps in mirror_stamps.items()
+    )
+    mirror_case = f"case source_id {mirror_upto} else -1 end" if mirror_upto else "-1"
+    positions = _per_source(
+        spark,
+        f"{schema}.sequin_events",
+        f"""select source_id, max(seq),
+                max_by(struct(seq, commit_lsn, committed_at), seq)
+                    filter (where seq <= {consumer_seq if consumer_seq is not None else -1}),
+                max_by(struct(seq, commit_lsn, committed_at), seq) filter (where seq <= {mirror_case})
+            from {schema}.sequin_events group by source_id""",
+    )
+    sources = sorted(set(frontier) | set(pending) | set(positions))
+    result = []
+    for source in sources:
+        last_seq, visible, mirrored = positions.get(source, (None, None, None))
+        result.append(
+            SourceStatus(
+                source_id=source,
+                last_seq=last_seq,
+                consumer_records=Position(*visible) if visible else None,
+                mirrors=Position(*mirrored) if mirrored else None,
+                mirror_count=len(mirror_stamps.get(source, [])),
+                frontier_lsn=frontier.get(source, (None,))[0],
+                pending=int(pending.get(source, (0,))[0] or 0),
+                rejects=int(rejects.get(source, (0,))[0]),
+                violations=int(violations.get(source, (0,))[0]) if violations_built else None,
+            )
+        )
+    return result
+
+
+def _cell(value) -> str:
+    return "-" if value is None else str(value)
+
+
+def table_text(statuses: list[SourceStatus]) -> str:
+    """The statuses as an aligned text table, one row per source."""
+    header = (
+        "source",
+        "last seq",
+        "consumer_records: seq",
+        "commit lsn",
+        "committed at",
+        "mirrors: committed at",
+        "frontier",
+        "pending",
+        "rejects",
+        "violations",
+    )
+    rows = [header]
+    for s in statuses:
+        c, m = s.consumer_records, s.mirrors
+        rows.append(
+            (
+                s.source_id,
+                _cell(s.last_seq),
+                _cell(c.seq if c else None),
+                _cell(format_lsn(c.commit_lsn) if c else None),
+                _cell(_iso(c.committed_at) if c else None),
+                _cell(_iso(m.committed_at) if m else None) if s.mirror_count else "no mirrors",
+                _cell(format_lsn(s.frontier_lsn) if s.frontier_lsn is not None else None),
+                str(s.pending),
+                str(s.rejects),
+                _cell(s.violations),
+            )
+        )
+    if len(rows) == 1:
+        return "no source has landed anything yet"
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    return "\n".join(
+        "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows
+    )
+
+
+def as_json(statuses: list[SourceStatus], now: datetime | None = None) -> dict:
+    return {
+        "generated_at": _iso(now or datetime.now(UTC)),
+        "sources": [s.as_json() for s in statuses],
+    }
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    env = os.environ
+    parser = argparse.ArgumentParser(
+        prog="python -m python_jobs.status",
+        description="Per source, from the tables alone: last seq, the newest change visible in "
+        "consumer_records and the mirrors, frontier, pending lines, rejects, violations. On the local "
+        "target it opens the warehouse itself: while a follower runs, read its --status-file instead.",
+    )
+    parser.add_argument(
+        "--raw-schema",
+        default=env.get("WAL_LAKE_RAW_SCHEMA", "wal_lake_raw"),
+        help="schema of the landed tables (env WAL_LAKE_RAW_SCHEMA; default wal_lake_raw)",
+    )
+    parser.add_argument(
+        "--schema",
+        default=env.get("WAL_LAKE_SCHEMA", "wal_lake"),
+        help="schema of the dbt models (env WAL_LAKE_SCHEMA; default wal_lake)",
+    )
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a text table")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    from python_jobs.spark_session import SparkSetupError, get_spark
+
+    try:
+        spark = get_spark("wal_lake_status")
+    except SparkSetupError as exc:
+        print(f"status: error: {exc}", file=sys.stderr)
+        return 2
+    statuses = source_status(spark, args.raw_schema, args.schema)
+    if args.json:
+        print(json.dumps(as_json(statuses), indent=2))
+    else:
+        print(table_text(statuses))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,303 @@
+"""The follower (``python -m python_jobs.follow``) and the status it reports (``python_jobs.status``).
+
+One small wal2json sample (with its malformed lines), followed in the module's own warehouse:
+
+1. run A: the first half of the files is in the landing zone; SIGTERM arrives while the first
+   cycle lands it. The follower ends that step, starts no other (no dbt) and exits 0.
+2. run B, two cycles: the first builds what run A landed; between the cycles the rest of the
+   files appears, with a file of no known format; the second cycle quarantines that file, lands
+   the rest and builds it. consumer_records then equals the sample's expected state.
+
+Two dbt builds in all; the status's assertions ride on the same runs.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from contextlib import redirect_stdout
+from pathlib import Path
+
+import pytest
+
+from python_jobs import follow, status
+from python_jobs.lsn import format_lsn
+from testkit import sample
+
+PROJECT_DIR = Path(__file__).resolve().parents[2]
+SOURCE = "shop_wal2json"
+UNKNOWN = "ZZZZ-not-a-capture.jsonl"  # sorts after the sample's files
+
+
+def sample_files(zone: Path) -> list[Path]:
+    return sorted(p for p in (zone / SOURCE).iterdir() if not p.name.startswith(("_", ".")))
+
+
+def copy_in(files: list[Path], landing: Path) -> None:
+    (landing / SOURCE).mkdir(parents=True, exist_ok=True)
+    for path in files:
+        shutil.copy(path, landing / SOURCE / path.name)
+
+
+class SigtermOnFirstBatch(io.StringIO):
+    """The follower's output; when the ingestion reports its first batch, SIGTERM this process and
+    wait until the follower has taken the stop in (so the step after the ingestion is never begun)."""
+
+    def __init__(self, stop: threading.Event) -> None:
+        super().__init__()
+        self.stop = stop
+        self.sent = False
+
+    def write(self, text: str) -> int:
+        if text.startswith("batch ") and not self.sent:
+            self.sent = True
+            os.kill(os.getpid(), signal.SIGTERM)
+            assert self.stop.wait(10), "SIGTERM did not stop the follower"
+        return super().write(text)
+
+
+def consumer_state(spark, schema: str, source_id: str) -> dict[str, list[dict]]:
+    rows = spark.sql(
+        "select source_schema, source_table, to_json(record) from "
+        f"{schema}.consumer_records where consumer_name = 'all_tables' and source_id = '{source_id}'"
+    ).collect()
+    state: dict[str, list[dict]] = {}
+    for schema_name, table, record in rows:
+        state.setdefault(f"{schema_name}.{table}", []).append(json.loads(record))
+    return state
+
+
+@pytest.fixture(scope="module")
+def followed(spark, schemas, tmp_path_factory):
+    # SIGTERM must reach the follower's handler, which only the main thread can install.
+    assert threading.current_thread() is threading.main_thread()
+    zone = tmp_path_factory.mktemp("follow_sample")
+    sample.generate(zone, seed=11, transactions=40, formats=(sample.WAL2JSON,), lines_per_file=60)
+    files = sample_files(zone)
+    assert len(files) >= 4, files
+    half = len(files) // 2
+    work = tmp_path_factory.mktemp("follow")
+    landing, status_file = work / "landing", work / "status.json"
+    argv = [
+        "--landing",
+        str(landing),
+        "--raw-schema",
+        schemas.raw,
+        "--schema",
+        schemas.models,
+        "--status-file",
+        str(status_file),
+        "--lock-file",
+        str(work / "follow.lock"),
+        "--min-interval",
+        "0",
+        "--stop-timeout",
+        "0",
+    ]
+    copy_in(files[:half], landing)
+
+    stop_a = threading.Event()
+    out_a = SigtermOnFirstBatch(stop_a)
+    code_a = follow.main(argv, stop=stop_a, out=out_a)
+    after_a = {
+        "code": code_a,
+        "out": out_a.getvalue(),
+        "status_file": json.loads(status_file.read_text()),
+        "status": status.source_status(spark, schemas.raw, schemas.models),
+        "built": spark.catalog.tableExists(f"{schemas.models}.consumer_records"),
+    }
+
+    between = {}
+
+    def more_files(cycle: int) -> None:
+        between["status"] = status.source_status(spark, schemas.raw, schemas.models)
+        between["newest"] = spark.sql(
+            f"select max_by(struct(seq, commit_lsn, committed_at), seq) from {schemas.models}.sequin_events"
+        ).first()[0]
+        copy_in(files[half:], landing)
+        (landing / SOURCE / UNKNOWN).write_text('{"hello": "world"}\n')
+
+    out_b = io.StringIO()
+    code_b = follow.main([*argv, "--cycles", "2"], out=out_b, between=more_files)
+    return {
+        "zone": zone,
+        "landing": landing,
+        "a": after_a,
+        "between": between,
+        "code_b": code_b,
+        "out_b": out_b.getvalue(),
+        "status_file": json.loads(status_file.read_text()),
+        "state": consumer_state(spark, schemas.models, SOURCE),
+        "status": status.source_status(spark, schemas.raw, schemas.models),
+    }
+
+
+def test_sigterm_ends_the_follower_between_steps(followed):
+    a = followed["a"]
+    assert a["code"] == 0, a["out"]
+    assert "SIGTERM: stopping after this step" in a["out"]
+    assert "stopped after 1 cycles" in a["out"]
+    assert not a["built"]  # the ingestion step ended; dbt never started
+    [landed] = a["status"]
+    assert landed.frontier_lsn is not None and landed.consumer_records is None
+    assert a["status_file"]["state"] == "stopped"
+
+
+def test_the_follower_lands_new_files_and_ends_equal_to_the_source(followed):
+    assert followed["code_b"] == 0, followed["out_b"]
+    [(source, rows, problems)] = sample.compare_with_expected(followed["zone"], lambda _: followed["state"])
+    assert source == SOURCE and rows > 0
+    assert problems == []
+    lines = [line for line in followed["out_b"].splitlines() if line.startswith("follow: cycle ")]
+    assert len(lines) == 2, followed["out_b"]
+    assert "(0 files landed" in lines[0] and f"{SOURCE}: newest visible commit" in lines[1]
+
+
+def test_a_file_of_no_known_format_is_quarantined_and_the_rest_lands(followed):
+    quarantined = followed["landing"] / follow.QUARANTINE / SOURCE / UNKNOWN
+    assert quarantined.read_text() == '{"hello": "world"}\n'
+    reason = quarantined.with_name(UNKNOWN + ".reason").read_text()
+    assert "cannot detect the format" in reason
+    assert not (followed["landing"] / SOURCE / UNKNOWN).exists()
+    assert [Path(p).name for p in followed["status_file"]["quarantined"]] == [UNKNOWN]
+
+
+def test_status_tells_what_is_visible_from_what_has_landed(followed):
+    # Built (the first cycle of run B): what is visible is the newest change numbered.
+    [built] = followed["between"]["status"]
+    newest = followed["between"]["newest"]
+    assert built.source_id == SOURCE
+    assert built.last_seq == newest.seq
+    assert built.consumer_records == status.Position(newest.seq, newest.commit_lsn, newest.committed_at)
+    assert built.mirror_count == 3  # the sample's three tables
+    assert built.mirrors == built.consumer_records
+    assert built.frontier_lsn == newest.commit_lsn
+    assert built.violations == 0
+    assert built.built
+    # Landed, not built (run A): a frontier, nothing visible.
+    [landed] = followed["a"]["status"]
+    assert landed.frontier_lsn == built.frontier_lsn and not landed.built
+    # At the end: everything built; the malformed lines rejected, the trailing pending line waiting.
+    manifest = json.loads((followed["zone"] / "manifest.json").read_text())["sources"][SOURCE]
+    [end] = followed["status"]
+    assert end.frontier_lsn > built.frontier_lsn
+    assert end.consumer_records.commit_lsn == end.frontier_lsn
+    assert end.rejects == manifest["expected_rejects"] > 0
+    assert end.pending == manifest["pending_lines"]
+    # The status file holds the same, with the lag.
+    document = followed["status_file"]
+    assert (document["state"], document["cycles"], document["failed_cycles"]) == ("stopped", 2, 0)
+    [entry] = document["sources"]
+    assert entry["frontier_lsn"] == format_lsn(end.frontier_lsn)
+    assert entry["consumer_records"]["seq"] == end.consumer_records.seq
+    assert entry["lag_seconds"] > 0
+
+
+def test_status_command_prints_a_table_and_json(spark, schemas, followed):
+    [end] = followed["status"]
+    args = ["--raw-schema", schemas.raw, "--schema", schemas.models]
+    with redirect_stdout(io.StringIO()) as out:
+        assert status.main([*args, "--json"]) == 0
+    [printed] = json.loads(out.getvalue())["sources"]
+    assert printed["frontier_lsn"] == format_lsn(end.frontier_lsn)
+    assert (printed["pending"], printed["rejects"], printed["violations"]) == (end.pending, end.rejects, 0)
+    with redirect_stdout(io.StringIO()) as out:
+        assert status.main(args) == 0
+    header, row = out.getvalue().splitlines()
+    assert header.split()[:3] == ["source", "last", "seq"]
+    assert row.split()[0] == SOURCE and format_lsn(end.frontier_lsn) in row.split()
+
+
+def test_a_second_follower_is_refused(tmp_path):
+    lock = tmp_path / "follow.lock"
+    held = follow.hold_lock(lock)
+    try:
+        result = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "python_jobs.follow",
+                "--landing",
+                str(tmp_path),
+                "--lock-file",
+                str(lock),
+            ],
+            cwd=PROJECT_DIR,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    finally:
+        held.close()
+    assert result.returncode == follow.EXIT_LOCKED, result.stderr
+    assert f"another follower (pid {os.getpid()}" in result.stderr
+    assert "one follower per warehouse" in result.stderr
+
+
+def wait_for(condition, what: str, timeout: float = 90) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.2)
+
+
+@pytest.mark.postgres
+def test_the_capture_thread_survives_a_lost_connection(postgres, tmp_path):
+    """The follower's capture: its connection killed, it logs the cause, counts it, and carries on."""
+    import psycopg
+
+    dsn = postgres.create_database("t_follow_capture")
+    slot = "t_follow_capture"
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("create table items (id int primary key, note text)")
+        # Created here, so that the first insert is decoded whenever the capture gets going.
+        conn.execute("select pg_create_logical_replication_slot(%s, 'wal2json')", (slot,))
+    stop, out = threading.Event(), io.StringIO()
+    argv = ["--dsn", dsn, "--slot", slot, "--landing", str(tmp_path), "--quiet", "--poll-interval", "0.2"]
+    capture = follow.Capture(argv, stop, max_backoff=1, out=out)
+    capture.start()
+    try:
+
+        def landed(note: str) -> bool:
+            return any(note in p.read_text() for p in tmp_path.glob("*/*.jsonl"))
+
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute("insert into items values (1, 'before the fault')")
+            wait_for(lambda: landed("before the fault"), "the first row to land")
+            conn.execute(
+                "select pg_terminate_backend(pid) from pg_stat_activity "
+                "where datname = current_database() and pid <> pg_backend_pid()"
+            )
+            wait_for(lambda: capture.state.failures >= 1, "the capture to see its connection go")
+            conn.execute("insert into items values (2, 'after the fault')")
+            wait_for(lambda: landed("after the fault"), "the second row to land")
+        position = follow.slot_position(dsn, slot)
+        assert position["slot"] == slot and position["bytes_behind"] >= 0, position
+    finally:
+        stop.set()
+        capture.join(30)
+    assert not capture.is_alive()
+    assert "follow: capture failed (1 so far):" in out.getvalue()
+    assert capture.state.last_error
+
+
+def test_a_name_quarantined_twice_keeps_both_files(spark, tmp_path):
+    landing = tmp_path / "landing"
+    (landing / SOURCE).mkdir(parents=True)
+    for text in ("first\n", "second\n"):
+        path = landing / SOURCE / UNKNOWN
+        path.write_text(text)
+        follow._move_to_quarantine(spark, str(landing), SOURCE, str(path), "no known format")
+        assert not path.exists()
+    names = (p.name for p in (landing / follow.QUARANTINE / SOURCE).iterdir())
+    kept = sorted(n for n in names if not n.endswith(".reason") and not n.startswith("."))  # .crc: Hadoop's
+    assert len(kept) == 2 and kept[0] == UNKNOWN, kept
+    texts = sorted((landing / follow.QUARANTINE / SOURCE / name).read_text() for name in kept)
+    assert texts == ["first\n", "second\n"]
