@@ -25,9 +25,12 @@ import time
 import urllib.request
 from pathlib import Path
 
-from python_jobs.ingest.ledger import DEFAULT_SCHEMA as RAW_SCHEMA
-
 PROJECT_DIR = Path(__file__).resolve().parents[2]
+if __name__ == "__main__":  # run as the cluster's client (a script of its own): the project's packages
+    sys.path.insert(0, str(PROJECT_DIR))
+
+from python_jobs.ingest.ledger import DEFAULT_SCHEMA as RAW_SCHEMA  # noqa: E402
+
 CLUSTER_SH = PROJECT_DIR / "scripts" / "cluster.sh"
 RESULT = "cluster-client-result: "
 
@@ -276,5 +279,4 @@ def test_ingestion_and_dbt_build_on_the_cluster_give_the_expected_state(tmp_path
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(PROJECT_DIR))
     print(RESULT + json.dumps(client(Path(sys.argv[1]))), flush=True)
