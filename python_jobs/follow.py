@@ -663,16 +663,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="after SIGTERM, exit at once if the running step has not ended within this many seconds "
         "(0: wait for it; default 120)",
     )
-    parser.add_argument(
-        "--raw-schema",
-        default=env.get("WAL_LAKE_RAW_SCHEMA", "wal_lake_raw"),
-        help="schema of the landed tables (env WAL_LAKE_RAW_SCHEMA; default wal_lake_raw)",
-    )
-    parser.add_argument(
-        "--schema",
-        default=env.get("WAL_LAKE_SCHEMA", "wal_lake"),
-        help="schema of the dbt models (env WAL_LAKE_SCHEMA; default wal_lake)",
-    )
+    status_mod.add_schema_options(parser)
     args = parser.parse_args(argv)
     if args.cycles is not None and args.cycles < 1:
         parser.error("--cycles must be at least 1")

@@ -23,6 +23,7 @@ import sys
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 
+from python_jobs.ingest.ledger import DEFAULT_SCHEMA as DEFAULT_RAW_SCHEMA
 from python_jobs.lsn import format_lsn
 
 STAMP_PREFIX = "wal_lake.consumed_seq="
@@ -233,24 +234,29 @@ def as_json(statuses: list[SourceStatus], now: datetime | None = None) -> dict:
     }
 
 
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
+def add_schema_options(parser: argparse.ArgumentParser) -> None:
+    """--raw-schema and --schema, from the environment when not given (the follower has them too)."""
     env = os.environ
-    parser = argparse.ArgumentParser(
-        prog="python -m python_jobs.status",
-        description="Per source, from the tables alone: last seq, the newest change visible in "
-        "consumer_records and the mirrors, frontier, pending lines, rejects, violations. On the local "
-        "target it opens the warehouse itself: while a follower runs, read its --status-file instead.",
-    )
     parser.add_argument(
         "--raw-schema",
-        default=env.get("WAL_LAKE_RAW_SCHEMA", "wal_lake_raw"),
-        help="schema of the landed tables (env WAL_LAKE_RAW_SCHEMA; default wal_lake_raw)",
+        default=env.get("WAL_LAKE_RAW_SCHEMA", DEFAULT_RAW_SCHEMA),
+        help=f"schema of the landed tables (env WAL_LAKE_RAW_SCHEMA; default {DEFAULT_RAW_SCHEMA})",
     )
     parser.add_argument(
         "--schema",
         default=env.get("WAL_LAKE_SCHEMA", "wal_lake"),
         help="schema of the dbt models (env WAL_LAKE_SCHEMA; default wal_lake)",
     )
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m python_jobs.status",
+        description="Per source, from the tables alone: last seq, the newest change visible in "
+        "consumer_records and the mirrors, frontier, pending lines, rejects, violations. On the local "
+        "target it opens the warehouse itself: while a follower runs, read its --status-file instead.",
+    )
+    add_schema_options(parser)
     parser.add_argument("--json", action="store_true", help="print JSON instead of a text table")
     return parser.parse_args(argv)
 
