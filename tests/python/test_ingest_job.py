@@ -529,11 +529,13 @@ def test_a_file_read_in_blocks_keeps_every_line_once_with_its_number(spark, tmp_
     spark.conf.set("spark.sql.files.maxPartitionBytes", "4096")
     try:
         blocks = spark.read.text(paths).select("_metadata.file_block_start").distinct().count()
-        read = read_lines(spark, plan_df, paths).select("landing_file", "landing_line", "line")
+        read, counted = read_lines(spark, plan_df, paths)
         got = sorted((r.landing_file, r.landing_line, r.line) for r in read.collect())
     finally:
         spark.conf.set("spark.sql.files.maxPartitionBytes", previous)
     assert blocks > 10  # the big file was really split
+    # every line of each file counted, from_line or not: what the batch's outcomes must reach
+    assert counted == {paths[0]: len(texts), paths[1]: 50}
     expected = [(paths[0], n, text) for n, text in enumerate(texts, start=1)]
     expected += [(paths[1], n, text) for n, text in enumerate(texts[:50], start=1) if n >= 7]
     assert got == sorted(expected)
