@@ -1,6 +1,7 @@
 {#-
-    A join condition: `left.c = right.c` for every column in `columns`, joined with `and`.
-    consumer_records joins on the same record key many times; one spelling keeps them in step.
+    A join condition: `left.c = right.c` for every column in `columns`, joined with `and`. The fold's
+    key-move macros, record_history, consumer_records and column_registry join on multi-column keys
+    (a table, a record, a column); one spelling keeps those joins in step.
 -#}
 {% macro columns_equal(left, right, columns) -%}
     {%- for column in columns -%}
