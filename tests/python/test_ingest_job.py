@@ -179,6 +179,23 @@ def test_a_file_of_an_unfinished_batch_that_disappears_stops_the_run_naming_it(s
         ingest(spark, landing, schema)
 
 
+def test_a_landed_file_that_changes_stops_the_run_naming_it(spark, landing, schema):
+    """Landing files are immutable: one that grew after it landed is not read again from its end or
+    landed twice; the run stops before it plans, naming the file and both sizes."""
+    path = write(landing / "src" / "0001.jsonl", FIXTURE_LINES)
+    first, _ = ingest(spark, landing, schema)
+    landed = len(rows(spark, schema, EVENTS))
+    assert first.landed == landed > 0
+    size = path.stat().st_size
+    write(path, [*FIXTURE_LINES, FIXTURE_LINES[0]])
+    with pytest.raises(
+        job.IngestError,
+        match=rf"landing file changed after it was planned or landed \({size} -> \d+ bytes\).*0001\.jsonl",
+    ):
+        ingest(spark, landing, schema)
+    assert len(rows(spark, schema, EVENTS)) == landed
+
+
 SPLIT_SETTINGS = ("spark.sql.files.maxPartitionBytes", "spark.sql.files.openCostInBytes")
 
 
