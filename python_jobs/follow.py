@@ -49,7 +49,7 @@ from python_jobs.lsn import format_lsn
 
 EXIT_LOCKED = 3
 QUARANTINE = "_quarantine"
-# dbt build's selection: every model, seed, snapshot and data test. Unit tests check the models'
+# dbt build's selection: every model, seed and data test. Unit tests check the models'
 # code, not the data: they belong in CI, not in every cycle.
 DBT_BUILD = ("build", "--exclude-resource-type", "unit_test", "--quiet")
 STAMP_CONF = "spark.databricks.delta.commitInfo.userMetadata"
