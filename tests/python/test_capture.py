@@ -793,10 +793,10 @@ def test_snapshot_split_over_files_is_one_transaction_in_order(postgres, tmp_pat
 @pytest.mark.postgres
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_a_snapshot_killed_at_a_random_point_converges_on_rerun(postgres, tmp_path, seed):
-    """A capture process killed -9 at a random moment of its snapshot (seed 0: as soon as it has
-    written a part), then run again: the rerun drops the slot the killed one created, removes its
-    files and starts over (its exported snapshot died with it), or finishes what it had; the landing
-    zone then equals the database."""
+    """A capture process killed -9 at a random moment of its snapshot (seed 0: stopped the moment it
+    has written a part, so the kill lands mid-snapshot even on a fast machine), then run again: the
+    rerun drops the slot the killed one created, removes its files and starts over (its exported
+    snapshot died with it), or finishes what it had; the landing zone then equals the database."""
     import random
 
     dsn = fresh_database(postgres, f"snapshot_kill{seed}")
@@ -810,8 +810,8 @@ def test_a_snapshot_killed_at_a_random_point_converges_on_rerun(postgres, tmp_pa
         if seed == 0:
             deadline = time.monotonic() + 60
             while not list(source.glob(".snapshot-w*")) and time.monotonic() < deadline:
-                time.sleep(0.01)
-            time.sleep(0.2)
+                time.sleep(0.002)
+            child.send_signal(signal.SIGSTOP)  # the snapshot of 40,000 rows takes about half a second
         else:
             time.sleep(random.Random(seed).uniform(0.3, 2.0))
     finally:
