@@ -36,7 +36,13 @@ from psycopg import sql
 from python_jobs.capture.files import sync_directory, write_durably
 from python_jobs.capture.session import CaptureError
 from python_jobs.capture.slot import settled_lsn
-from python_jobs.capture.snapshot import PROGRESS_SECONDS, TableShape, read_line_sql, user_tables
+from python_jobs.capture.snapshot import (
+    PROGRESS_SECONDS,
+    TableShape,
+    read_line_sql,
+    render_value_sql,
+    user_tables,
+)
 from python_jobs.lsn import format_lsn
 
 PREFIX = "wal_lake.resnapshot"
@@ -127,9 +133,18 @@ def row_key(values: dict, key_columns: list[str]) -> tuple | None:
     return tuple(values[name] for name in key_columns)
 
 
-def _loads(line: str) -> dict:
-    # Values compared as the text wal2json wrote them (the R lines render them the same way).
-    return json.loads(line, parse_float=str, parse_int=str)
+# Values compared as the text wal2json wrote them (the R lines render them the same way).
+_DECODER = json.JSONDecoder(parse_float=str, parse_int=str)
+
+
+def _loads(line: str):
+    return _DECODER.decode(line)
+
+
+def key_value(rendered: str):
+    """A key value as a chunk's query renders it, as ``_loads`` gives the stream's: a number's text
+    is itself (the hot path: no parse)."""
+    return _loads(rendered) if rendered[:1] in ('"', "t", "f", "n") else rendered
 
 
 class Watcher:
@@ -317,10 +332,10 @@ class Resnapshot:
             self.emit({"kind": "low", "run": run, "chunk": chunk.number, "table": name})
             selected = self.conn.execute(self.chunk_query(shape, entry["after"])).fetchall()
             self.emit({"kind": "high", "run": run, "chunk": chunk.number, "table": name})
-            names = [column for column, _type in shape.pk]
-            for line, *_after in selected:
+            width = len(shape.pk)
+            for line, *rendered in selected:
                 chunk.lines.append(line)
-                chunk.keys.append(row_key(_values(_loads(line)["columns"]), names))
+                chunk.keys.append(tuple(key_value(value) for value in rendered[:width]))
             self.drain(settled_lsn(self.conn))
             self.watcher.chunk = None
             if chunk.landed is None:
@@ -334,7 +349,7 @@ class Resnapshot:
             entry["chunks"] = chunk.number
             entry["rows"] += chunk.landed
             if selected:
-                entry["after"] = list(selected[-1][1:])
+                entry["after"] = list(selected[-1][1 + width :])
             if len(selected) < self.chunk_rows:
                 entry["done"] = True
             write_state(self.landing_dir, state)
@@ -354,10 +369,19 @@ class Resnapshot:
         return rows_now
 
     def chunk_query(self, shape: TableShape, after: list[str] | None) -> sql.Composed:
-        """The next chunk: ``R`` lines (their head a placeholder) and the key's text, in key order,
-        after the key ``after`` (the texts of the last chunk's last key). Every value is a literal:
-        the query holds ``%s`` of its own (``format('%s', …)``), so it is sent without parameters."""
+        """The next chunk, in key order after the key ``after`` (the texts of the last chunk's last
+        key): each row's ``R`` line (its head a placeholder), its key values as the line renders them
+        (to compare with the stream's), and its key's text (for the next chunk's ``after``). Every
+        value is a literal: the query holds ``%s`` of its own (``format('%s', …)``), so it is sent
+        without parameters."""
         keys = [sql.Identifier(column) for column, _type in shape.pk]
+        oids = {name: oid for name, _type, oid in shape.columns}
+        rendered = sql.SQL(", ").join(
+            sql.SQL("{} as {}").format(
+                render_value_sql(sql.Identifier(column), oids[column]), sql.Identifier(f"_wal_lake_value_{n}")
+            )
+            for n, (column, _type) in enumerate(shape.pk)
+        )
         key_list = sql.SQL(", ").join(keys)
         where = sql.SQL("")
         if after is not None:
@@ -371,8 +395,9 @@ class Resnapshot:
             sql.SQL("{}::text as {}").format(key, sql.Identifier(f"_wal_lake_key_{n}"))
             for n, key in enumerate(keys)
         )
-        return sql.SQL("select {}, {} from only {}.{}{} order by {} limit {}").format(
+        return sql.SQL("select {}, {}, {} from only {}.{}{} order by {} limit {}").format(
             read_line_sql(shape, _HEAD_MARK),
+            rendered,
             texts,
             sql.Identifier(shape.schema),
             sql.Identifier(shape.table),
