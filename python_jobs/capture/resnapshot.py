@@ -283,7 +283,13 @@ class Resnapshot:
             return 0
         for entry in state["queue"]:
             if entry["table"] not in shapes:
-                shapes[entry["table"]] = resolve(self.conn, entry["table"])
+                try:
+                    shapes[entry["table"]] = resolve(self.conn, entry["table"])
+                except CaptureError as exc:
+                    raise CaptureError(
+                        f"an unfinished re-snapshot in {self.landing_dir / STATE_FILE} cannot go on: {exc}; "
+                        "remove the file to give it up (the table stays reset up to its last chunk)"
+                    ) from exc
         write_state(self.landing_dir, state)
         rows = 0
         while state["queue"] and not self.stop.is_set():

@@ -273,6 +273,15 @@ def test_resnapshot_refuses_a_table_without_a_key_or_with_identity_nothing(postg
     assert not (source / STATE_FILE).exists(), "a refused table leaves nothing to resume"
     assert not _resets(_records(landed_files(tmp_path, source.name)), "logs")
 
+    # An unfinished re-snapshot whose table is gone stops the run, naming the state file.
+    source.mkdir(parents=True, exist_ok=True)
+    entry = {"table": "public.gone", "reset_lsn": "0/1", "after": ["7"], "chunks": 1, "rows": 7}
+    (source / STATE_FILE).write_text(json.dumps({"slot": slot_name(dsn), "queue": [entry]}))
+    assert run_capture(dsn, tmp_path, "--once") == 1
+    err = capsys.readouterr().err
+    assert f"an unfinished re-snapshot in {source / STATE_FILE} cannot go on" in err
+    assert "--resnapshot public.gone: no such table" in err
+
 
 @pytest.mark.postgres
 def test_a_killed_resnapshot_resumes_without_a_second_reset(postgres, tmp_path):
@@ -317,4 +326,41 @@ def test_a_killed_resnapshot_resumes_without_a_second_reset(postgres, tmp_path):
     assert len(runs) == 2
     resumed = [h["chunk"] for h in highs if h["run"] == runs[1]]
     assert resumed[0] == killed_at["chunks"] + 1
+    assert_replay_matches(dsn, landed_lines(landed_files(tmp_path, source.name)))
+
+
+@pytest.mark.postgres
+def test_resnapshot_when_following(postgres, tmp_path):
+    """Following (no --once), the re-snapshot runs first, then the job follows: a change made after
+    it still lands, after the reads."""
+    dsn = fresh_database(postgres, "resnap_follow")
+    _fill(dsn, 120)
+    assert run_capture(dsn, tmp_path, "--once") == 0
+    source = tmp_path / source_id(dsn)
+    stop = threading.Event()
+    follower = threading.Thread(
+        target=run_capture,
+        args=(dsn, tmp_path, "--poll-interval", "0.05", "--resnapshot", "public.items"),
+        kwargs={"stop": stop},
+    )
+    follower.start()
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            records = _records(landed_files(tmp_path, source.name))
+            if sum(r["action"] == "R" for r in records) == 120:
+                break
+            time.sleep(0.05)
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute("update items set v = 'after' where id = 1")
+        while time.monotonic() < deadline:
+            records = _records(landed_files(tmp_path, source.name))
+            if any(r["action"] == "U" for r in records):
+                break
+            time.sleep(0.05)
+    finally:
+        stop.set()
+        follower.join()
+    assert len(_resets(records)) == 1 and sum(r["action"] == "R" for r in records) == 120
+    assert not (source / STATE_FILE).exists()
     assert_replay_matches(dsn, landed_lines(landed_files(tmp_path, source.name)))
