@@ -11,6 +11,7 @@ from pathlib import Path
 
 import psycopg
 
+from python_jobs.capture.resnapshot import DEFAULT_CHUNK_ROWS, Resnapshot, Watcher
 from python_jobs.capture.session import CaptureError, connect, first_line, pin_settings
 from python_jobs.capture.slot import (
     check_slot,
@@ -41,10 +42,21 @@ def run(args: argparse.Namespace, stop: threading.Event) -> Totals:
         lock_slot(conn, args.slot)
         log(f"capturing slot '{args.slot}' of database '{conn.info.dbname}' into {landing_dir}")
         max_changes = args.max_changes_per_file
+        watcher = Watcher(args.slot)
+
+        def drain_to(upto: int) -> None:
+            drain(
+                conn, args.slot, landing_dir, max_changes, totals, log, stop, upto_lsn=upto, rewrite=watcher
+            )
+
+        resnapshot = Resnapshot(
+            conn, args.slot, landing_dir, watcher, drain_to, stop, log, args.resnapshot_chunk_rows
+        )
+        totals.resnapshot_rows = resnapshot.run(args.resnapshot)
         if args.once:
-            drain(conn, args.slot, landing_dir, max_changes, totals, log, stop, upto_lsn=settled_lsn(conn))
+            drain_to(settled_lsn(conn))
         else:
-            follow(conn, args.slot, landing_dir, max_changes, totals, log, stop, args.poll_interval)
+            follow(conn, args.slot, landing_dir, max_changes, totals, log, stop, args.poll_interval, watcher)
         print(summary_line(args, source_id, totals, slot_info(conn, args.slot)), flush=True)
     finally:
         release(conn)
@@ -85,6 +97,11 @@ def summary_line(args: argparse.Namespace, source_id: str, totals: Totals, final
         f"capture: source {source_id}: {totals.files} files, {totals.transactions} transactions, "
         f"{totals.changes} changes"
         + (f", {totals.snapshot_rows} snapshot rows" if args.snapshot else "")
+        + (
+            f", {totals.resnapshot_rows} re-snapshot rows"
+            if totals.resnapshot_rows or args.resnapshot
+            else ""
+        )
         + f"; slot '{args.slot}' confirmed at {final['confirmed_flush_lsn'] if final else '?'}"
     )
 
@@ -151,10 +168,27 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=DEFAULT_JOBS,
         help="--snapshot: tables read at once, each through its own connection (default: %(default)s)",
     )
+    parser.add_argument(
+        "--resnapshot",
+        action="append",
+        default=[],
+        metavar="SCHEMA.TABLE",
+        help="read this table again while streaming (repeatable): its landed state is reset and "
+        "replaced by its rows, read in primary-key chunks between watermarks written into the WAL; "
+        "a run that was stopped is resumed by the next one",
+    )
+    parser.add_argument(
+        "--resnapshot-chunk-rows",
+        type=int,
+        default=DEFAULT_CHUNK_ROWS,
+        help="--resnapshot: rows read (and held in memory) per chunk (default: %(default)s)",
+    )
     parser.add_argument("--quiet", action="store_true", help="only print the one-line summary")
     args = parser.parse_args(argv)
     if args.max_changes_per_file < 1:
         parser.error("--max-changes-per-file must be at least 1")
+    if args.resnapshot_chunk_rows < 1:
+        parser.error("--resnapshot-chunk-rows must be at least 1")
     if args.snapshot_jobs < 1:
         parser.error("--snapshot-jobs must be at least 1")
     if args.snapshot_file_mb * 1024 * 1024 < 1:

@@ -415,6 +415,13 @@ def copy_query(shape: TableShape, head: str) -> sql.Composed:
     """``COPY`` of the table's own rows (``only``: a parent's select also returns its children's
     rows, which the stream reports under the child), one ``R`` line each, as wal2json renders an
     insert's columns."""
+    return sql.SQL("copy (select {} from only {}.{}) to stdout").format(
+        read_line_sql(shape, head), sql.Identifier(shape.schema), sql.Identifier(shape.table)
+    )
+
+
+def read_line_sql(shape: TableShape, head: str) -> sql.Composed:
+    """The SQL expression of a row's ``R`` line: ``{"action":"R",<head>,"schema":…}``."""
     pk = ",".join(f'{{"name":{_json(name)},"type":{_json(type_name)}}}' for name, type_name in shape.pk)
     pieces: list[sql.Composable] = [
         sql.Literal(
@@ -428,9 +435,7 @@ def copy_query(shape: TableShape, head: str) -> sql.Composed:
         pieces += [sql.Literal(lead), render_value_sql(sql.Identifier(name), oid), sql.Literal("}")]
     # As wal2json: "pk": [] for a table without a key (an absent "pk" means include-pk was off).
     pieces.append(sql.Literal(f'],"pk":[{pk}]}}'))
-    return sql.SQL("copy (select {} from only {}.{}) to stdout").format(
-        sql.SQL(" || ").join(pieces), sql.Identifier(shape.schema), sql.Identifier(shape.table)
-    )
+    return sql.SQL(" || ").join(pieces)
 
 
 def unescape_copy_text(block: bytes | bytearray) -> bytes | bytearray:

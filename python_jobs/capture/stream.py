@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,6 +26,7 @@ class Totals:
     transactions: int = 0
     changes: int = 0
     snapshot_rows: int = 0
+    resnapshot_rows: int = 0
 
 
 def drain(
@@ -36,26 +38,30 @@ def drain(
     log,
     stop: threading.Event,
     upto_lsn: int | None = None,
+    rewrite: Callable[[list[str]], list[str]] | None = None,
 ) -> bool:
     """Land every complete transaction available now (up to ``upto_lsn``); True if any was landed.
 
     ``stop`` is checked between files: once set, the file being written is finished and no other
-    is started.
+    is started. ``rewrite`` (the re-snapshot's watcher) sees every batch's lines, whole transactions
+    in WAL order, before they are written, and may add lines to them.
     """
     landed_any = False
     while not stop.is_set():
         batch = complete_prefix(peek(conn, slot, upto_lsn, max_changes))
         if batch.advance_to is None:
             return landed_any
+        lines = batch.lines if rewrite is None else rewrite(batch.lines)
+        added = len(lines) - len(batch.lines)
         name = landing_file_name(batch.first_commit_lsn, batch.advance_to)
-        path = write_durably(landing_dir, name, batch.lines)
+        path = write_durably(landing_dir, name, lines)
         advance(conn, slot, batch.advance_to)
         totals.files += 1
         totals.transactions += batch.transactions
-        totals.changes += batch.changes
+        totals.changes += batch.changes + added
         landed_any = True
         log(
-            f"landed {path.name}: {batch.transactions} transactions, {batch.changes} changes; "
+            f"landed {path.name}: {batch.transactions} transactions, {batch.changes + added} changes; "
             f"slot at {format_lsn(batch.advance_to)}"
         )
     return landed_any
@@ -70,10 +76,11 @@ def follow(
     log,
     stop: threading.Event,
     poll_interval: float,
+    rewrite: Callable[[list[str]], list[str]] | None = None,
 ) -> None:
     """Keep draining until ``stop`` is set, waiting ``poll_interval`` seconds whenever the slot is empty."""
     while not stop.is_set():
-        if not drain(conn, slot, landing_dir, max_changes, totals, log, stop):
+        if not drain(conn, slot, landing_dir, max_changes, totals, log, stop, rewrite=rewrite):
             # Not stop.wait(): the SIGTERM handler runs on this same thread, and wait() holds the
             # lock that set() takes at moments a signal can arrive.
             time.sleep(poll_interval)

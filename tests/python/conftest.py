@@ -41,6 +41,7 @@ SLOWEST_FIRST = (
     "test_oracle_e2e",
     "test_models",
     "test_mirrors_exact",
+    "test_resnapshot_models",
     "test_ingest_job",
     "test_follow",
     "test_mirrors",
@@ -72,6 +73,7 @@ SLOW_MODULES = frozenset(
         "test_seq_stamp",
         "test_mirrors_exact",
         "test_follow",
+        "test_resnapshot_models",
     }
 )
 # Single tests of fast modules that run the job's batching end to end: two thirds of their module.
