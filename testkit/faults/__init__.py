@@ -32,8 +32,9 @@ One part of it a module:
 - ``runs``: the faulted warehouse (steps run, killed, kept to run again) and the reference;
 - ``comparison``: the comparisons with the reference after each round and after the replay, and
   ``Report``, their summary;
-- ``injection``: ``inject``, the whole course (sample, reference rounds, faulted rounds, runs at once);
-- ``__main__``: the command line, ``python -m testkit.faults step`` and ``python -m testkit.faults inject``.
+- ``injection``: ``inject``, the whole course (the sample, the reference's rounds, the faulted
+  rounds, the runs at once);
+- ``__main__``: the command line (``python -m testkit.faults step`` and ``... inject``).
 """
 
 from __future__ import annotations
