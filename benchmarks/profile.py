@@ -98,7 +98,8 @@ def main(argv: list[str] | None = None) -> int:
     os.chdir(PROJECT_DIR)
     try:
         zone = gen.generate(scratch / "zone", gen.knobs_from(args, args.changes), progress=False)
-        from benchmarks.run import Bench, Results
+        from benchmarks.bench import Bench
+        from benchmarks.results import Results
         from python_jobs.ingest import job as ingest
         from python_jobs.spark_session import get_spark
 

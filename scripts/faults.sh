@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Many more kill points than CI runs: scripts/faults.sh [--seeds 1-5] [--kills 12] [--transactions 200]
 # Each seed: an undisturbed reference and a faulted run (SIGKILLs at random points, two runs at once,
-# every file replayed) over the same sample landing zone; see testkit/faults.py.
+# every file replayed) over the same sample landing zone; see testkit/faults/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seeds=1-3 kills=12 transactions=200 batch=3

@@ -1,7 +1,7 @@
 """Fault injection in CI: the pipeline (ingestion job + dbt run, one process) killed with SIGKILL at
 random points (one of them mid-merge of a model), then, after every file was delivered again, two
 pipelines started at once; after each the warehouse equals an undisturbed run's, row for row
-(testkit/faults.py). A reduced number of kills runs here; ``scripts/faults.sh`` runs many more.
+(testkit/faults/). A reduced number of kills runs here; ``scripts/faults.sh`` runs many more.
 
 The undisturbed reference runs on this test session's Spark, in schemas of its own that it drops
 afterwards; the faulted pipelines run in processes of their own, with their own warehouse (the

@@ -392,9 +392,9 @@ def test_mirror_names_are_sanitized_and_collisions_resolved():
     }
 
 
-def test_mirror_models_must_live_inside_the_project():
+def test_mirror_models_must_live_inside_the_project(tmp_path):
     assert mirrors.mirror_dir("mirrors") == mirrors.PROJECT_DIR.resolve() / "mirrors"
-    for outside in ("/tmp/mirrors", "../mirrors"):
+    for outside in (str(tmp_path / "mirrors"), "../mirrors"):
         with pytest.raises(mirrors.MirrorSetupError, match="WAL_LAKE_MIRROR_MODELS"):
             mirrors.mirror_dir(outside)
 

@@ -1,0 +1,213 @@
+"""The goals BENCHMARKS.md reports against, and their verdicts from one run's stages.
+
+A goal is ``(what, measured, met)``, appended to the results in the order the report prints them:
+end to end at the main size (a rate, and a multiple of the raw parse), the incremental cost's
+growth from the smallest history to the largest, the mirrors' increment against the state step's,
+each mart against the PySpark peer's step, then the floor. A line whose ``what`` starts with
+``(info)`` is a ratio reported with no goal (always "met"). Three stages are derived here from the
+measured ones: the end to end (ingest + both marts), each history's incremental total and the
+floor's; a goal whose stages did not run (``--skip-peers``, ``--skip-floor``, ...) is left out.
+"""
+
+from __future__ import annotations
+
+from benchmarks.results import (
+    FLOOR_APPEND,
+    FLOOR_DBT,
+    MIRROR_STAGE,
+    PEER_LOG,
+    PEER_STATE,
+    RAW_PARSE,
+    STATE_MODELS,
+    STATE_STAGE,
+    Results,
+    Stage,
+    short,
+)
+
+GOAL_E2E_RATE = 50_000  # changes/s end to end at 1M
+GOAL_E2E_VS_PARSE = 2.5
+GOAL_INCREMENTAL_GROWTH = 1.3
+GOAL_MART_VS_PEER = 1.2
+
+# The stages of wal_lake's pipeline up to both marts, after "[<size>] " (and "+<increment> ").
+MART_STAGES = ("ingest", "dbt run sequin_events", STATE_STAGE)
+PEER_PYSPARK_LOG = f"peer PySpark: {PEER_LOG}"
+PEER_PYSPARK_STATE = f"peer PySpark: {PEER_STATE}"
+
+
+def evaluate(results: Results, main_tag: str, histories: list[int], increment: int) -> None:
+    """Fill results.goals from the stages: (goal, measured, met)."""
+    e2e = _end_to_end(results, main_tag)
+    incs = _incremental(results, histories, increment)
+    _mirrors(results, histories, increment)
+    _marts_against_peer(results, main_tag)
+    _floor(results, main_tag, e2e)
+    _floor_increment(results, main_tag, increment, incs)
+    _whole_peer(results, main_tag)
+
+
+def _marts(results: Results, tag: str) -> list[Stage | None]:
+    """The history's ingest, sequin_events and state stages (None where one did not run)."""
+    return [results.stage(f"[{tag}] {x}") for x in MART_STAGES]
+
+
+def _end_to_end(results: Results, main_tag: str) -> Stage | None:
+    """The end-to-end stage at the main size, its rate goal and its multiple of the raw parse."""
+    ingest, seq, cons = _marts(results, main_tag)
+    if not (ingest and seq and cons):
+        return None
+    e2e = Stage(
+        f"[{main_tag}] end to end (ingest + both marts)",
+        ingest.seconds + seq.seconds + cons.seconds,
+        ingest.changes,
+    )
+    e2e.peak_mb = max(ingest.peak_mb, seq.peak_mb, cons.peak_mb)
+    results.stages.append(e2e)
+    results.goals.append(
+        (
+            f"end to end >= {GOAL_E2E_RATE:,} changes/s at {main_tag}",
+            f"{e2e.rate:,.0f} changes/s",
+            e2e.rate >= GOAL_E2E_RATE,
+        )
+    )
+    parse = results.stage(RAW_PARSE)
+    if parse:
+        ratio = e2e.seconds / parse.seconds
+        results.goals.append(
+            (
+                f"end to end <= {GOAL_E2E_VS_PARSE}x raw parse",
+                f"{ratio:.1f}x ({e2e.seconds:.1f}s / {parse.seconds:.1f}s)",
+                ratio <= GOAL_E2E_VS_PARSE,
+            )
+        )
+    return e2e
+
+
+def _incremental(results: Results, histories: list[int], increment: int) -> dict[int, Stage]:
+    """Each history's incremental total (a stage), by history; the growth goal from the smallest to
+    the largest."""
+    inc = short(increment)
+    incs = {}
+    for h in histories:
+        parts = [results.stage(f"[{short(h)}] +{inc} {x}") for x in MART_STAGES]
+        if all(parts):
+            total = Stage(f"[{short(h)}] +{inc} incremental total", sum(p.seconds for p in parts), increment)
+            total.peak_mb = max(p.peak_mb for p in parts)
+            results.stages.append(total)
+            incs[h] = total
+    if len(incs) >= 2:
+        small, large = incs[min(incs)], incs[max(incs)]
+        ratio = large.seconds / small.seconds
+        results.goals.append(
+            (
+                f"incremental +{inc} on {short(max(incs))} "
+                f"<= {GOAL_INCREMENTAL_GROWTH}x on {short(min(incs))}",
+                f"{ratio:.2f}x ({large.seconds:.1f}s / {small.seconds:.1f}s)",
+                ratio <= GOAL_INCREMENTAL_GROWTH,
+            )
+        )
+    return incs
+
+
+def _mirrors(results: Results, histories: list[int], increment: int) -> None:
+    """On each history, the mirrors' increment costs no more than the state step's."""
+    inc = short(increment)
+    for h in histories:
+        tag = short(h)
+        mirrored, state = (
+            results.stage(f"[{tag}] +{inc} {MIRROR_STAGE}"),
+            results.stage(f"[{tag}] +{inc} {STATE_STAGE}"),
+        )
+        if mirrored and state:
+            ratio = mirrored.seconds / state.seconds
+            results.goals.append(
+                (
+                    f"mirrors' +{inc} on {tag} <= the state step's ({', '.join(STATE_MODELS)})",
+                    f"{ratio:.2f}x ({mirrored.seconds:.1f}s / {state.seconds:.1f}s)",
+                    mirrored.seconds <= state.seconds,
+                )
+            )
+
+
+def _marts_against_peer(results: Results, main_tag: str) -> None:
+    """Each mart (sequin_events, the state step) against the PySpark peer's step doing its work."""
+    _, seq, cons = _marts(results, main_tag)
+    peer_log, peer_state = results.stage(PEER_PYSPARK_LOG), results.stage(PEER_PYSPARK_STATE)
+    for mart, peer in ((seq, peer_log), (cons, peer_state)):
+        if mart and peer:
+            ratio = mart.seconds / peer.seconds
+            model = f"; model only {mart.model_seconds / peer.seconds:.2f}x" if mart.model_seconds else ""
+            results.goals.append(
+                (
+                    f"{mart.name.split('] ')[1]} "
+                    f"<= {GOAL_MART_VS_PEER}x peer PySpark {peer.name.split(': ')[1]}",
+                    f"{ratio:.2f}x ({mart.seconds:.1f}s / {peer.seconds:.1f}s{model})",
+                    ratio <= GOAL_MART_VS_PEER,
+                )
+            )
+
+
+def _floor(results: Results, main_tag: str, e2e: Stage | None) -> None:
+    """(info) The floor on the history against the raw parse, the ingestion and the end to end."""
+    floor_append, floor_dbt = results.stage(f"[floor] {FLOOR_APPEND}"), results.stage(f"[floor] {FLOOR_DBT}")
+    parse, ingest = results.stage(RAW_PARSE), results.stage(f"[{main_tag}] ingest")
+    if floor_append and parse:
+        results.goals.append(
+            (
+                "(info) the floor's parse + Delta append vs raw parse",
+                f"{floor_append.seconds / parse.seconds:.2f}x",
+                True,
+            )
+        )
+    if floor_append and ingest:
+        results.goals.append(
+            (
+                "(info) ingest vs the floor's parse + Delta append",
+                f"{ingest.seconds / floor_append.seconds:.2f}x",
+                True,
+            )
+        )
+    if floor_append and floor_dbt and e2e and parse:
+        floor_total = floor_append.seconds + floor_dbt.seconds
+        results.goals.append(
+            (
+                "(info) end to end vs the floor's (append + one dbt run)",
+                f"{e2e.seconds / floor_total:.2f}x ({floor_total:.1f}s, "
+                f"{floor_total / parse.seconds:.2f}x raw parse)",
+                True,
+            )
+        )
+
+
+def _floor_increment(results: Results, main_tag: str, increment: int, incs: dict[int, Stage]) -> None:
+    """The floor's incremental total (a stage) and, (info), the main history's increment against it."""
+    inc = short(increment)
+    floor_inc = [results.stage(f"[floor] +{inc} {x}") for x in (FLOOR_APPEND, FLOOR_DBT)]
+    if not all(floor_inc):
+        return
+    floor_total = sum(p.seconds for p in floor_inc)
+    results.stages.append(Stage(f"[floor] +{inc} total", floor_total, increment))
+    main_inc = next((total for h, total in incs.items() if short(h) == main_tag), None)
+    if main_inc:
+        results.goals.append(
+            (
+                f"(info) +{inc} on {main_tag} vs the floor's +{inc}",
+                f"{main_inc.seconds / floor_total:.2f}x ({main_inc.seconds:.1f}s / {floor_total:.1f}s)",
+                True,
+            )
+        )
+
+
+def _whole_peer(results: Results, main_tag: str) -> None:
+    """(info) wal_lake's log and whole pipeline against the PySpark peer's, both from files."""
+    ingest, seq, cons = _marts(results, main_tag)
+    peer_log, peer_state = results.stage(PEER_PYSPARK_LOG), results.stage(PEER_PYSPARK_STATE)
+    if ingest and seq and peer_log:
+        ratio = (ingest.seconds + seq.seconds) / peer_log.seconds
+        results.goals.append(
+            ("(info) ingest + sequin_events vs peer PySpark log (both from files)", f"{ratio:.2f}x", True)
+        )
+    if ingest and seq and cons and peer_log and peer_state:
+        ratio = (ingest.seconds + seq.seconds + cons.seconds) / (peer_log.seconds + peer_state.seconds)
+        results.goals.append(("(info) wal_lake end to end vs whole peer PySpark job", f"{ratio:.2f}x", True))

@@ -1,0 +1,67 @@
+"""What a benchmark run measured: its stages, checks and goals, and the names the stages go by.
+
+A ``Stage`` is one timed step: its seconds, the changes it handled, the driver's peak memory and,
+for a dbt run, the models' own execution time. ``Results`` is everything one run reports (written
+as JSON with ``--json``). A stage is found by its name, so the stage modules and the goals share
+the names below; a history's stages are prefixed ``[<size>]`` (``short``), the floor's ``[floor]``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+RAW_PARSE = "raw parse (read.text + from_json + count)"
+# The state step, against the peer's: the one fold (source_records) and its projection onto the
+# consumers (consumer_records), in one dbt invocation.
+STATE_MODELS = ("source_records", "consumer_records")
+STATE_STAGE = "dbt run " + " ".join(STATE_MODELS)
+# The typed mirrors on top of source_records, in one dbt invocation: the column registry they read,
+# one model per table, their catalog and their rejects (the mirror models are written by
+# python_jobs.mirrors before the first run).
+MIRROR_MODELS = ("column_registry", "tag:mirror", "mirror_tables", "mirror_rejects")
+MIRROR_STAGE = "dbt run mirrors"
+# The stack's floor (benchmarks/floor_project): a parse and Delta append of the same files, then the
+# two trivial incremental models in one dbt run.
+FLOOR_APPEND = "parse + Delta append"
+FLOOR_DBT = "dbt run floor_log floor_state"
+# A peer's two steps, after "peer <name>: ".
+PEER_LOG = "log (parse, dedup, seq)"
+PEER_STATE = "state (flatten)"
+
+
+@dataclass
+class Stage:
+    name: str
+    seconds: float
+    changes: int
+    peak_mb: float = 0.0
+    model_seconds: float | None = None  # dbt's execution_time of the model, without dbt's own start-up
+    note: str = ""
+
+    @property
+    def rate(self) -> float:
+        return self.changes / self.seconds if self.seconds else 0.0
+
+
+@dataclass
+class Results:
+    command: str
+    changes: int
+    increment: int
+    knobs: dict
+    stages: list[Stage] = field(default_factory=list)
+    checks: list[tuple[str, bool, str]] = field(default_factory=list)
+    goals: list[tuple[str, str, bool]] = field(default_factory=list)
+    generated: dict = field(default_factory=dict)
+    variant: str = ""
+
+    def stage(self, name: str) -> Stage | None:
+        return next((s for s in self.stages if s.name == name), None)
+
+
+def short(n: int) -> str:
+    """A size as the stage names write it: 10k, 1M, or the number itself."""
+    for unit, size in (("M", 1_000_000), ("k", 1_000)):
+        if n >= size and n % size == 0:
+            return f"{n // size}{unit}"
+    return f"{n:,}"
