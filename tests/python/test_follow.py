@@ -301,3 +301,74 @@ def test_a_name_quarantined_twice_keeps_both_files(spark, tmp_path):
     assert len(kept) == 2 and kept[0] == UNKNOWN, kept
     texts = sorted((landing / follow.QUARANTINE / SOURCE / name).read_text() for name in kept)
     assert texts == ["first\n", "second\n"]
+
+
+def bare_follower(tmp_path: Path, **options) -> follow.Follower:
+    """A follower without Spark, for the loop's own logic (its steps replaced by the test)."""
+    settings = {
+        "landing": str(tmp_path / "landing"),
+        "raw_schema": "unused_raw",
+        "schema": "unused",
+        "min_interval": 0.0,
+        "max_idle": 300.0,
+        "max_backoff": 300.0,
+        "status_file": tmp_path / "status.json",
+        "cycles": None,
+        "dsn": None,
+        "slot": "unused",
+    } | options
+    (tmp_path / "landing").mkdir(exist_ok=True)
+    return follow.Follower(None, follow.Options(**settings), threading.Event(), io.StringIO())
+
+
+def test_with_nothing_new_the_next_cycle_waits_for_max_idle(tmp_path):
+    follower = bare_follower(tmp_path, max_idle=1.0)
+    landing = tmp_path / "landing"
+    started = time.monotonic()
+    follower.wait(started, None, follow.landing_signature(str(landing)))
+    assert 1.0 <= time.monotonic() - started < 3.0
+    # A new file ends the wait at once.
+    follower.o.max_idle = 60.0
+    threading.Timer(0.3, lambda: (landing / "new.jsonl").write_text("{}\n")).start()
+    started = time.monotonic()
+    follower.wait(started, None, follow.landing_signature(str(landing)))
+    assert time.monotonic() - started < 3.0
+
+
+def test_a_failing_cycle_writes_its_cause_count_and_next_retry_to_the_status_file(tmp_path, monkeypatch):
+    """Fails first: the status file said nothing of a failed cycle until a cycle succeeded."""
+    follower = bare_follower(tmp_path, max_backoff=0.5, max_idle=0.2, cycles=4)
+    attempts = []
+
+    def ingest():
+        attempts.append(time.monotonic())
+        if len(attempts) <= 2:
+            raise follow.StepFailed("Postgres is gone")
+        return type("Summary", (), {"files": 0})()
+
+    monkeypatch.setattr(follower, "ingest", ingest)
+    monkeypatch.setattr(follower, "new_tables", lambda: [])
+    monkeypatch.setattr(follower, "dbt_build", lambda: None)
+    monkeypatch.setattr(follow, "spark_alive", lambda spark: True)
+    monkeypatch.setattr(follow.status_mod, "source_status", lambda *args: [])
+    seen = []
+
+    def between(cycles: int) -> None:
+        document = json.loads(follower.o.status_file.read_text())
+        seen.append((cycles, document, follow.datetime.now(follow.UTC)))
+
+    follower.run(between)
+    (one, first, at_first), (two, second, _), (three, third, _) = seen  # the fourth: then stopped
+    assert (one, two, three) == (1, 2, 3)
+    assert first["state"] == "failing"
+    assert (first["failed_cycles"], first["failing_since"], first["failures"]) == (1, 1, {"ingest": 1})
+    assert first["last_error"]["step"] == "ingest"
+    assert first["last_error"]["cause"] == "StepFailed: Postgres is gone"
+    retry = follow.datetime.fromisoformat(first["next_retry_at"])
+    assert 0 < (retry - at_first).total_seconds() <= 0.5
+    assert (second["state"], second["failed_cycles"], second["failing_since"]) == ("failing", 2, 2)
+    # Retried after the backoff, not at once; then a success clears the failing state.
+    assert attempts[1] - attempts[0] >= 0.5
+    assert (third["state"], third["failed_cycles"], third["failing_since"]) == ("running", 2, 0)
+    assert third["next_retry_at"] is None and third["last_error"]["cause"] == "StepFailed: Postgres is gone"
+    assert "cycle 1: ingest failed (1 so far): StepFailed: Postgres is gone" in follower.out.getvalue()
