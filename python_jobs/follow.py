@@ -252,6 +252,38 @@ def _move_to_quarantine(spark, landing: str, source_id: str, path: str, reason: 
         raise StepFailed(f"cannot move {path} to {dst.toString()}")
 
 
+def clear_unfinished_tables(spark, schemas: tuple[str, ...]) -> list[str]:
+    """Remove the folders under these schemas' locations that no table of the metastore owns; their
+    names (schema.folder).
+
+    dbt creates a table in two steps: Delta writes its files (and commits them), then the metastore
+    registers the table. A kill between the two leaves a folder no table owns, where every later
+    ``create table`` of that name fails (DELTA_CREATE_TABLE_WITH_NON_EMPTY_LOCATION): the follower
+    would fail every cycle. Nothing reads such a folder (dbt knows its relations through the
+    metastore, and builds one it does not know from scratch), so removing it loses nothing."""
+    jvm = spark.sparkContext._jvm
+    hadoop = spark.sparkContext._jsc.hadoopConfiguration()
+    removed = []
+    for schema in schemas:
+        if not spark.catalog.databaseExists(schema):
+            continue
+        root = jvm.org.apache.hadoop.fs.Path(spark.catalog.getDatabase(schema).locationUri)
+        fs = root.getFileSystem(hadoop)
+        if not fs.exists(root):
+            continue
+        owned = {
+            r.tableName.lower()
+            for r in spark.sql(f"show tables in `{schema}`").collect()
+            if not r.isTemporary
+        }
+        for entry in fs.listStatus(root):
+            name = entry.getPath().getName()
+            if entry.isDirectory() and not name.startswith(("_", ".")) and name.lower() not in owned:
+                fs.delete(entry.getPath(), True)
+                removed.append(f"{schema}.{name}")
+    return removed
+
+
 # --- capture ---------------------------------------------------------------------------------------
 
 
@@ -357,6 +389,9 @@ class Follower:
         self.counters = Counters()
         self.capture: Capture | None = None
         self.built = False  # dbt has built everything landed so far, as far as this process knows
+        # The last dbt build of this process succeeded (else none yet, or it failed: the next one
+        # first clears what a cut-short table creation left, clear_unfinished_tables).
+        self.last_build_ok = False
         self.known_tables: set[tuple] | None = None  # tables with column types, once read
         self.seen_batch = 0  # the batches up to which known_tables has read wal_events
         self.last_report: tuple[list, dict | None] = ([], None)  # the sources and slot last reported
@@ -415,6 +450,11 @@ class Follower:
 
         from python_jobs.spark_session import PROJECT_DIR
 
+        if not self.last_build_ok:
+            schema = self.o.schema
+            for name in clear_unfinished_tables(self.spark, (schema, f"{schema}_audit", f"{schema}_mirror")):
+                self.log(f"removed {name}: the files of a table whose creation was cut short, no table's")
+        self.last_build_ok = False
         try:
             result = dbtRunner().invoke(
                 [*DBT_BUILD, "--project-dir", str(PROJECT_DIR), "--profiles-dir", str(PROJECT_DIR)]
@@ -423,6 +463,7 @@ class Follower:
             # A model that failed between its stamp and its post-hook leaves the stamp set on the
             # session: no later commit (the next cycle's ingestion) may carry it.
             self.spark.conf.unset(STAMP_CONF)
+        self.last_build_ok = bool(result.success)
         if result.success:
             return
         if result.exception is not None:

@@ -372,3 +372,56 @@ def test_a_failing_cycle_writes_its_cause_count_and_next_retry_to_the_status_fil
     assert (third["state"], third["failed_cycles"], third["failing_since"]) == ("running", 2, 0)
     assert third["next_retry_at"] is None and third["last_error"]["cause"] == "StepFailed: Postgres is gone"
     assert "cycle 1: ingest failed (1 so far): StepFailed: Postgres is gone" in follower.out.getvalue()
+
+
+def test_a_table_first_seen_in_a_later_batch_gets_its_mirror_model(spark, tmp_path, monkeypatch):
+    """The mirror step reads only the batches landed since its last look, and misses no new table."""
+    from python_jobs import mirrors
+
+    raw = "follow_new_tables_raw"
+    spark.sql(f"drop schema if exists {raw} cascade")
+    spark.sql(f"create schema {raw}")
+    spark.sql(f"create table {raw}.wal_files (batch_id bigint) using delta")
+    spark.sql(
+        f"create table {raw}.wal_events (source_id string, source_schema string, source_table string,"
+        " column_types map<string, string>, batch_id bigint) using delta"
+    )
+
+    def land(batch: int, *tables: tuple[str, str]) -> None:
+        rows = ", ".join(f"('{s}', 'public', '{t}', map('id', 'bigint'), {batch})" for s, t in tables)
+        spark.sql(f"insert into {raw}.wal_events values {rows}")
+        spark.sql(f"insert into {raw}.wal_files values ({batch})")
+
+    generated = []
+    monkeypatch.setattr(mirrors, "generate", lambda _spark, schema, sources=None: generated.append(sources))
+    follower = bare_follower(tmp_path, raw_schema=raw)
+    follower.spark = spark
+    land(1, ("a", "orders"), ("a", "items"))
+    assert follower.new_tables() == ["a"] and generated == [None]  # the first look: every table's
+    land(2, ("a", "orders"), ("b", "users"))
+    assert follower.new_tables() == ["b"] and generated == [None, ["b"]]
+    assert follower.new_tables() == [] and len(generated) == 2  # nothing landed since
+    land(3, ("a", "orders"))
+    assert follower.new_tables() == [] and len(generated) == 2
+    land(4, ("a", "refunds"))
+    assert follower.new_tables() == ["a"] and generated[-1] == ["a"]
+    spark.sql(f"drop schema {raw} cascade")
+
+
+def test_a_table_folder_no_table_owns_is_removed_before_a_build(spark, tmp_path):
+    """A kill between Delta's commit and the metastore's registration (or before the commit) leaves a
+    folder that fails every later creation of that table; fails with the clearing turned off."""
+    schema = "follow_unfinished"
+    spark.sql(f"drop schema if exists {schema} cascade")
+    spark.sql(f"create schema {schema}")
+    spark.sql(f"create table {schema}.kept using delta as select 1 as id")
+    root = Path(spark.catalog.getDatabase(schema).locationUri.removeprefix("file:"))
+    (root / "cut_short").mkdir()
+    (root / "cut_short" / "part-00000.snappy.parquet").write_bytes(b"not committed")
+    with pytest.raises(Exception, match="NON_EMPTY_LOCATION"):
+        spark.sql(f"create table {schema}.cut_short using delta as select 2 as id")
+    assert follow.clear_unfinished_tables(spark, (schema, "no_such_schema")) == [f"{schema}.cut_short"]
+    spark.sql(f"create table {schema}.cut_short using delta as select 2 as id")
+    assert spark.table(f"{schema}.kept").first().id == 1 and spark.table(f"{schema}.cut_short").count() == 1
+    assert follow.clear_unfinished_tables(spark, (schema,)) == []
+    spark.sql(f"drop schema {schema} cascade")
