@@ -4,7 +4,7 @@ SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: setup setup-test bench-deps demo follow check test lint bench clean
+.PHONY: setup setup-test bench-deps demo follow check test lint bench bench-lag clean
 
 setup:
 	@bash scripts/setup.sh
@@ -48,6 +48,14 @@ test: setup-test lint bench-deps
 CHANGES ?= 1000000
 bench: bench-deps
 	@$(PY) -m benchmarks.run --changes $(CHANGES)
+
+## bench-lag: follow mode's lag from a commit in Postgres to visible in consumer_records and the mirrors,
+## at RATE changes/s for MINUTES (a throwaway Postgres and warehouse; benchmarks/lag.py)
+RATE ?= 1000
+MINUTES ?= 10
+bench-lag:
+	@bash scripts/setup.sh --postgres
+	@$(PY) -m benchmarks.lag --rate $(RATE) --minutes $(MINUTES)
 
 clean:
 	rm -rf .spark target logs

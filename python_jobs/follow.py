@@ -4,7 +4,8 @@ Each cycle lands the landing zone's new files (the ingestion job's ``run``), wri
 model of any table seen for the first time (``mirrors.generate``), runs ``dbt build`` in-process on
 the same Spark session (dbt-spark's session method finds it: no second JVM), then prints one line
 with each source's lag and writes the status file. A cycle starts as soon as the landing zone
-shows a new or grown file, and never sooner than ``--min-interval`` after the previous one started.
+shows a new or grown file (with nothing new, ``--max-idle`` after the previous one), and never
+sooner than ``--min-interval`` after the previous one started.
 
 With ``--dsn`` it also captures: the capture job (``python_jobs.capture``) runs in a thread of this
 process, following its slot and writing landing files, which the cycles then land. In-process rather
@@ -40,7 +41,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import IO, TextIO
 
@@ -251,6 +252,38 @@ def _move_to_quarantine(spark, landing: str, source_id: str, path: str, reason: 
         raise StepFailed(f"cannot move {path} to {dst.toString()}")
 
 
+def clear_unfinished_tables(spark, schemas: tuple[str, ...]) -> list[str]:
+    """Remove the folders under these schemas' locations that no table of the metastore owns; their
+    names (schema.folder).
+
+    dbt creates a table in two steps: Delta writes its files (and commits them), then the metastore
+    registers the table. A kill between the two leaves a folder no table owns, where every later
+    ``create table`` of that name fails (DELTA_CREATE_TABLE_WITH_NON_EMPTY_LOCATION): the follower
+    would fail every cycle. Nothing reads such a folder (dbt knows its relations through the
+    metastore, and builds one it does not know from scratch), so removing it loses nothing."""
+    jvm = spark.sparkContext._jvm
+    hadoop = spark.sparkContext._jsc.hadoopConfiguration()
+    removed = []
+    for schema in schemas:
+        if not spark.catalog.databaseExists(schema):
+            continue
+        root = jvm.org.apache.hadoop.fs.Path(spark.catalog.getDatabase(schema).locationUri)
+        fs = root.getFileSystem(hadoop)
+        if not fs.exists(root):
+            continue
+        owned = {
+            r.tableName.lower()
+            for r in spark.sql(f"show tables in `{schema}`").collect()
+            if not r.isTemporary
+        }
+        for entry in fs.listStatus(root):
+            name = entry.getPath().getName()
+            if entry.isDirectory() and not name.startswith(("_", ".")) and name.lower() not in owned:
+                fs.delete(entry.getPath(), True)
+                removed.append(f"{schema}.{name}")
+    return removed
+
+
 # --- capture ---------------------------------------------------------------------------------------
 
 
@@ -326,8 +359,10 @@ def slot_position(dsn: str, slot: str) -> dict:
 class Counters:
     cycles: int = 0
     failed_cycles: int = 0
+    failing_since: int = 0  # failed cycles in a row, up to the last one
     failures: dict[str, int] = field(default_factory=dict)  # per step
     last_error: dict | None = None
+    next_retry_at: datetime | None = None  # while failing: when the failed cycle runs again
     quarantined: list[str] = field(default_factory=list)
 
 
@@ -337,6 +372,7 @@ class Options:
     raw_schema: str
     schema: str
     min_interval: float
+    max_idle: float
     max_backoff: float
     status_file: Path | None
     cycles: int | None
@@ -353,7 +389,11 @@ class Follower:
         self.counters = Counters()
         self.capture: Capture | None = None
         self.built = False  # dbt has built everything landed so far, as far as this process knows
-        self.known_tables: set[tuple] | None = None
+        # The last dbt build of this process succeeded (else none yet, or it failed: the next one
+        # first clears what a cut-short table creation left, clear_unfinished_tables).
+        self.last_build_ok = False
+        self.known_tables: set[tuple] | None = None  # tables with column types, once read
+        self.seen_batch = 0  # the batches up to which known_tables has read wal_events
         self.last_report: tuple[list, dict | None] = ([], None)  # the sources and slot last reported
 
     def log(self, message: str) -> None:
@@ -376,24 +416,33 @@ class Follower:
             return ingest.run(self.spark, self.o.landing, schema=self.o.raw_schema, out=self.out)
 
     def new_tables(self) -> list[str]:
-        """Write the mirror models of tables seen for the first time; the sources they belong to."""
+        """Write the mirror models of tables seen for the first time; the sources they belong to.
+
+        The first cycle writes every table's (a new checkout has none); later ones read only the
+        batches landed since the last look (Delta skips the files of older batches), and write the
+        models of their sources when a table is new."""
         from python_jobs import mirrors
 
-        events = f"{self.o.raw_schema}.wal_events"
-        if not self.spark.catalog.tableExists(events):
+        raw = self.o.raw_schema
+        if not self.spark.catalog.tableExists(f"{raw}.wal_events"):
+            return []
+        upto = self.spark.sql(f"select max(batch_id) from {raw}.wal_files").first()[0] or 0
+        if self.known_tables is not None and upto == self.seen_batch:
             return []
         tables = {
             tuple(r)
             for r in self.spark.sql(
-                f"select distinct source_id, source_schema, source_table from {events} "
-                "where column_types is not null"
+                f"select distinct source_id, source_schema, source_table from {raw}.wal_events "
+                f"where batch_id > {self.seen_batch} and batch_id <= {upto} and column_types is not null"
             ).collect()
         }
         new = tables - (self.known_tables or set())
-        if self.known_tables is None or new:
-            sources = sorted({t[0] for t in new}) if self.known_tables is not None else None
-            mirrors.generate(self.spark, self.o.raw_schema, sources=sources)
-        self.known_tables = tables
+        if self.known_tables is None:
+            mirrors.generate(self.spark, raw)
+        elif new:
+            mirrors.generate(self.spark, raw, sources=sorted({t[0] for t in new}))
+        self.known_tables = (self.known_tables or set()) | tables
+        self.seen_batch = upto
         return sorted({t[0] for t in new})
 
     def dbt_build(self) -> None:
@@ -401,6 +450,11 @@ class Follower:
 
         from python_jobs.spark_session import PROJECT_DIR
 
+        if not self.last_build_ok:
+            schema = self.o.schema
+            for name in clear_unfinished_tables(self.spark, (schema, f"{schema}_audit", f"{schema}_mirror")):
+                self.log(f"removed {name}: the files of a table whose creation was cut short, no table's")
+        self.last_build_ok = False
         try:
             result = dbtRunner().invoke(
                 [*DBT_BUILD, "--project-dir", str(PROJECT_DIR), "--profiles-dir", str(PROJECT_DIR)]
@@ -409,6 +463,7 @@ class Follower:
             # A model that failed between its stamp and its post-hook leaves the stamp set on the
             # session: no later commit (the next cycle's ingestion) may carry it.
             self.spark.conf.unset(STAMP_CONF)
+        self.last_build_ok = bool(result.success)
         if result.success:
             return
         if result.exception is not None:
@@ -458,6 +513,8 @@ class Follower:
             return False
         finally:
             self.counters.cycles = number
+        self.counters.failing_since = 0
+        self.counters.next_retry_at = None
         self.report(number, time.monotonic() - started, landed, timings)
         return True
 
@@ -485,11 +542,13 @@ class Follower:
         document = {
             "state": state,
             "pid": os.getpid(),
-            "written_at": now.isoformat().replace("+00:00", "Z"),
+            "written_at": _iso(now),
             "cycles": self.counters.cycles,
             "failed_cycles": self.counters.failed_cycles,
+            "failing_since": self.counters.failing_since,
             "failures": self.counters.failures,
             "last_error": self.counters.last_error,
+            "next_retry_at": _iso(self.counters.next_retry_at) if state == "failing" else None,
             "quarantined": self.counters.quarantined,
             "capture": None,
             "sources": [],
@@ -529,21 +588,31 @@ class Follower:
             elif not self.stop.is_set():
                 delay = backoff.next()
                 retry_at = time.monotonic() + delay
+                self.counters.failing_since += 1
+                self.counters.next_retry_at = datetime.now(UTC) + timedelta(seconds=delay)
                 self.log(f"retrying in {delay:.0f}s")
+                # A monitor sees the failure at once, with its cause and when it is tried again.
+                self.write_status("failing", datetime.now(UTC))
             if self.o.cycles is not None and self.counters.cycles >= self.o.cycles:
                 break
             if between is not None:
                 between(self.counters.cycles)
 
     def wait(self, last_start: float, retry_at: float | None, seen: frozenset | None) -> None:
-        """Until the next cycle is due: a retry's time, else a change of the landing zone (for a
-        zone only Spark lists, the interval alone); and the minimum interval in any case."""
+        """Until the next cycle is due: a retry's time, else a change of the landing zone or
+        ``max_idle`` (for a zone only Spark lists, the interval alone); and the minimum interval in
+        any case."""
         if retry_at is not None:
             sleep_until(retry_at, self.stop)
         elif seen is not None:
             landing = self.o.landing
-            sleep_until(float("inf"), self.stop, wake=lambda: landing_signature(landing) != seen)
+            wake = lambda: landing_signature(landing) != seen  # noqa: E731
+            sleep_until(last_start + self.o.max_idle, self.stop, wake=wake)
         sleep_until(last_start + self.o.min_interval, self.stop)
+
+
+def _iso(value: datetime) -> str:
+    return value.isoformat().replace("+00:00", "Z")
 
 
 def lag_seconds(s: status_mod.SourceStatus, now: datetime) -> float | None:
@@ -637,6 +706,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "(env WAL_LAKE_FOLLOW_MIN_INTERVAL; default 10)",
     )
     parser.add_argument(
+        "--max-idle",
+        type=_positive_float,
+        default=300.0,
+        help="with nothing new, run a cycle anyway (it lands nothing, and refreshes the status "
+        "file) this many seconds after the last one started (default 300)",
+    )
+    parser.add_argument(
         "--status-file",
         type=Path,
         default=Path(env.get("WAL_LAKE_FOLLOW_STATUS", str(spark_dir() / "follow_status.json"))),
@@ -726,6 +802,7 @@ def _follow(args: argparse.Namespace, stop: threading.Event, out: TextIO, betwee
         raw_schema=args.raw_schema,
         schema=args.schema,
         min_interval=args.min_interval,
+        max_idle=args.max_idle,
         max_backoff=args.max_backoff,
         status_file=args.status_file,
         cycles=args.cycles,

@@ -3,7 +3,8 @@
 ``PostgresServer`` runs ``initdb`` into a fresh temporary directory, configures it for logical
 decoding (``wal_level=logical``, replication slots and WAL senders), listens on 127.0.0.1 at a free
 port with its unix socket inside the temporary directory, starts it with ``pg_ctl`` and waits until
-it accepts connections. Leaving the ``with`` block stops it (fast shutdown) and removes the directory.
+it accepts connections. Leaving the ``with`` block stops it (fast shutdown) and removes the directory;
+``pause`` and ``resume`` stop and start it in between, its data kept (Postgres gone for a while).
 
 Postgres refuses to run as root, so when this process is root the server binaries run as an
 unprivileged system user (``postgres``, which Debian's package creates; created here if missing) that
@@ -75,10 +76,17 @@ def _ensure_os_user(name: str) -> pwd.struct_passwd:
 class PostgresServer:
     """One disposable Postgres cluster; a context manager (start on enter, stop and remove on exit)."""
 
-    def __init__(self, bindir: Path = PG_BINDIR, port: int | None = None, max_slots: int = 64) -> None:
+    def __init__(
+        self,
+        bindir: Path = PG_BINDIR,
+        port: int | None = None,
+        max_slots: int = 64,
+        settings: dict[str, str] | None = None,
+    ) -> None:
         self.bindir = Path(bindir)
         self.port = port
         self.max_slots = max_slots
+        self.settings = settings or {}  # more of postgresql.conf's, as written there
         self.base_dir: Path | None = None
         self.host = "127.0.0.1"
         self._run_as: pwd.struct_passwd | None = None
@@ -190,6 +198,7 @@ class PostgresServer:
             "timezone": "'UTC'",
             "log_timezone": "'UTC'",
             "shared_buffers": "64MB",
+            **self.settings,
         }
         # Newer 15.x servers (15.20 on) let only listed libraries be output plugins, superusers
         # included; older ones refuse to start with that line. Set it only where the server knows it.
@@ -230,6 +239,18 @@ class PostgresServer:
                 self._running = False
         finally:
             self._cleanup()
+
+    def pause(self) -> None:
+        """Stop the server (fast shutdown: clients are disconnected) and keep its data: Postgres
+        gone, as to its clients. ``resume`` starts it again on the same port."""
+        self._run("pg_ctl", "stop", "-m", "fast", "-w", "-t", "60", "-D", str(self.data_dir))
+        self._running = False
+
+    def resume(self) -> None:
+        """Start a paused server again, on its port, with its databases and slots."""
+        self._run("pg_ctl", "start", "-w", "-t", "60", "-D", str(self.data_dir), "-l", str(self.log_file))
+        self._running = True
+        self._wait_ready()
 
     def _cleanup(self) -> None:
         if self.base_dir is not None:

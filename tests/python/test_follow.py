@@ -301,3 +301,342 @@ def test_a_name_quarantined_twice_keeps_both_files(spark, tmp_path):
     assert len(kept) == 2 and kept[0] == UNKNOWN, kept
     texts = sorted((landing / follow.QUARANTINE / SOURCE / name).read_text() for name in kept)
     assert texts == ["first\n", "second\n"]
+
+
+def bare_follower(tmp_path: Path, **options) -> follow.Follower:
+    """A follower without Spark, for the loop's own logic (its steps replaced by the test)."""
+    settings = {
+        "landing": str(tmp_path / "landing"),
+        "raw_schema": "unused_raw",
+        "schema": "unused",
+        "min_interval": 0.0,
+        "max_idle": 300.0,
+        "max_backoff": 300.0,
+        "status_file": tmp_path / "status.json",
+        "cycles": None,
+        "dsn": None,
+        "slot": "unused",
+    } | options
+    (tmp_path / "landing").mkdir(exist_ok=True)
+    return follow.Follower(None, follow.Options(**settings), threading.Event(), io.StringIO())
+
+
+def test_with_nothing_new_the_next_cycle_waits_for_max_idle(tmp_path):
+    follower = bare_follower(tmp_path, max_idle=1.0)
+    landing = tmp_path / "landing"
+    started = time.monotonic()
+    follower.wait(started, None, follow.landing_signature(str(landing)))
+    assert 1.0 <= time.monotonic() - started < 3.0
+    # A new file ends the wait at once.
+    follower.o.max_idle = 60.0
+    threading.Timer(0.3, lambda: (landing / "new.jsonl").write_text("{}\n")).start()
+    started = time.monotonic()
+    follower.wait(started, None, follow.landing_signature(str(landing)))
+    assert time.monotonic() - started < 3.0
+
+
+def test_a_failing_cycle_writes_its_cause_count_and_next_retry_to_the_status_file(tmp_path, monkeypatch):
+    """Fails first: the status file said nothing of a failed cycle until a cycle succeeded."""
+    follower = bare_follower(tmp_path, max_backoff=0.5, max_idle=0.2, cycles=4)
+    attempts = []
+
+    def ingest():
+        attempts.append(time.monotonic())
+        if len(attempts) <= 2:
+            raise follow.StepFailed("Postgres is gone")
+        return type("Summary", (), {"files": 0})()
+
+    monkeypatch.setattr(follower, "ingest", ingest)
+    monkeypatch.setattr(follower, "new_tables", lambda: [])
+    monkeypatch.setattr(follower, "dbt_build", lambda: None)
+    monkeypatch.setattr(follow, "spark_alive", lambda spark: True)
+    monkeypatch.setattr(follow.status_mod, "source_status", lambda *args: [])
+    seen = []
+
+    def between(cycles: int) -> None:
+        document = json.loads(follower.o.status_file.read_text())
+        seen.append((cycles, document, follow.datetime.now(follow.UTC)))
+
+    follower.run(between)
+    (one, first, at_first), (two, second, _), (three, third, _) = seen  # the fourth: then stopped
+    assert (one, two, three) == (1, 2, 3)
+    assert first["state"] == "failing"
+    assert (first["failed_cycles"], first["failing_since"], first["failures"]) == (1, 1, {"ingest": 1})
+    assert first["last_error"]["step"] == "ingest"
+    assert first["last_error"]["cause"] == "StepFailed: Postgres is gone"
+    retry = follow.datetime.fromisoformat(first["next_retry_at"])
+    assert 0 < (retry - at_first).total_seconds() <= 0.5
+    assert (second["state"], second["failed_cycles"], second["failing_since"]) == ("failing", 2, 2)
+    # Retried after the backoff, not at once; then a success clears the failing state.
+    assert attempts[1] - attempts[0] >= 0.5
+    assert (third["state"], third["failed_cycles"], third["failing_since"]) == ("running", 2, 0)
+    assert third["next_retry_at"] is None and third["last_error"]["cause"] == "StepFailed: Postgres is gone"
+    assert "cycle 1: ingest failed (1 so far): StepFailed: Postgres is gone" in follower.out.getvalue()
+
+
+# --- killed at random points, with a live Postgres ---------------------------------------------------
+
+KILL_SEED = 41
+KILL_PHASES = ("capture", "ingest", "dbt")
+KILLS = 5
+KILLED_SOURCE = "follow_kills"
+
+
+class FollowerProcess:
+    """The follower in a process of its own (its own Spark JVM, warehouse and metastore), capturing
+    a live database: started, watched through its warehouse and landing files, killed."""
+
+    def __init__(self, root: Path, dsn: str, slot: str) -> None:
+        from testkit import faults
+
+        self.root = root
+        self.landing = root / "landing"
+        self.status_file = root / "status.json"
+        self.spark_dir = root / "spark"
+        self.runs = 0
+        self.argv = [
+            sys.executable, "-m", "python_jobs.follow", "--landing", str(self.landing), "--dsn", dsn,
+            "--slot", slot, "--source-id", KILLED_SOURCE, "--status-file", str(self.status_file),
+            "--lock-file", str(root / "follow.lock"), "--min-interval", "0", "--max-backoff", "2",
+        ]  # fmt: skip
+        where = {
+            "WAL_LAKE_SPARK_DIR": str(self.spark_dir),
+            "WAL_LAKE_WAREHOUSE_DIR": str(self.spark_dir / "warehouse"),
+        }
+        with pytest.MonkeyPatch.context() as env:  # the profile's settings name the follower's directory
+            for name, value in where.items():
+                env.setenv(name, value)
+            conf = faults.short_run_conf()  # a cheaper JIT for a JVM that lives a minute
+        self.env = {
+            **os.environ,
+            **where,
+            "WAL_LAKE_RAW_SCHEMA": "wal_lake_raw",
+            "WAL_LAKE_SCHEMA": "wal_lake",
+            "DBT_TARGET_PATH": str(root / "dbt_target"),
+            "DBT_LOG_PATH": str(root / "dbt_logs"),
+            "WAL_LAKE_MIRROR_MODELS": str(Path(os.environ["WAL_LAKE_MIRROR_MODELS"]).parent / "follow_kills"),
+            "WAL_LAKE_DRIVER_MEMORY": "2g",
+            "WAL_LAKE_SPARK_CONF": ",".join(f"{k}={v}" for k, v in conf.items()),
+        }
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        self.runs += 1
+        self.log = self.root / f"follow_{self.runs}.log"
+        with open(self.log, "w") as log:
+            self.proc = subprocess.Popen(
+                self.argv, cwd=PROJECT_DIR, env=self.env, stdout=log, stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )  # fmt: skip
+
+    def tail(self) -> str:
+        return "\n".join(self.log.read_text(errors="replace").splitlines()[-25:])
+
+    def watched(self, phase: str) -> set[str]:
+        """The files whose appearance shows the phase at work: the capture's landing files, the
+        ingestion's writes to the raw tables, dbt's to the models'."""
+        from testkit import faults
+
+        warehouse = self.spark_dir / "warehouse"
+        top = {
+            "capture": self.landing,
+            "ingest": warehouse / "wal_lake_raw.db",
+            "dbt": warehouse / "wal_lake.db",
+        }
+        return faults.files_under(top[phase])
+
+    def kill_in(self, phase: str, delay: float, timeout: float = 240) -> None:
+        """SIGKILL the process group (Python and its JVM) ``delay`` seconds after the phase writes
+        its first new file."""
+        before = self.watched(phase)
+        deadline = time.monotonic() + timeout
+        while not self.watched(phase) - before:
+            assert self.proc.poll() is None, f"the follower exited before its {phase}:\n{self.tail()}"
+            assert time.monotonic() < deadline, f"no {phase} within {timeout}s:\n{self.tail()}"
+            time.sleep(0.02)
+        time.sleep(delay)
+        os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(30)
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(30)
+
+    def status(self) -> dict | None:
+        try:
+            return json.loads(self.status_file.read_text())
+        except (FileNotFoundError, json.JSONDecodeError):
+            return None
+
+
+def external_tables(spark, spark_dir: Path, tables: dict[str, str]) -> str:
+    """Another warehouse's Delta tables, readable from this session through a schema of external
+    tables at their locations (the other warehouse's metastore is its own)."""
+    schema = "follow_kills_view"
+    spark.sql(f"drop schema if exists {schema} cascade")
+    spark.sql(f"create schema {schema}")
+    for name, relative in tables.items():
+        location = spark_dir / "warehouse" / relative
+        spark.sql(f"create table {schema}.{name} using delta location '{location}'")
+    return schema
+
+
+@pytest.mark.postgres
+def test_killed_at_random_points_and_postgres_restarted_the_follower_converges(tmp_path, request):
+    """A workload runs while the follower captures, lands and builds; it is killed -9 at five
+    seeded points in its capture, ingestion and dbt steps and started again each time. Then, the
+    follower running, Postgres stops and starts again: the capture logs it, retries and catches up.
+    At the end consumer_records equals the database's tables and every change is numbered once."""
+    import random
+
+    import psycopg
+
+    from python_jobs.lsn import parse_lsn
+    from testkit import oracle, workload
+    from testkit.pg_server import PostgresServer, missing_requirements
+    from testkit.warehouse import consumer_state, spark_query
+
+    if problem := missing_requirements():
+        pytest.skip(problem)
+    rng = random.Random(KILL_SEED)
+    server = PostgresServer(max_slots=4).start()  # its own: this test stops it for a while
+    request.addfinalizer(server.stop)
+    dsn = server.create_database("t_follow_kills")
+    slot = "t_follow_kills"
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        workload.create_tables(conn, "public")
+        # Before any row: every change is decoded, whenever the first capture gets going.
+        conn.execute("select pg_create_logical_replication_slot(%s, 'wal2json')", (slot,))
+    workload.seed_rows(dsn, "public", KILL_SEED, rows=20)
+    follower = FollowerProcess(tmp_path, dsn, slot)
+    request.addfinalizer(follower.kill)
+    phases = [*KILL_PHASES, *rng.sample(KILL_PHASES, KILLS - len(KILL_PHASES))]
+    rng.shuffle(phases)
+    kills = []
+    for number, phase in enumerate(phases):
+        follower.start()
+        # Changes while it starts and runs: something to capture, land and build.
+        chunk = threading.Thread(
+            target=workload.run_workload,
+            args=(dsn, KILL_SEED * 100 + number, 12),
+            kwargs={"sessions": 2, "create": False},
+        )
+        chunk.start()
+        delay = rng.uniform(0, {"capture": 0.3, "ingest": 1.0, "dbt": 4.0}[phase])
+        follower.kill_in(phase, delay)
+        chunk.join()
+        kills.append(f"{phase} +{delay:.2f}s")
+    assert {k.split()[0] for k in kills} == set(KILL_PHASES), kills
+
+    # The last start: Postgres goes away while it runs, and comes back.
+    landed = follower.watched("capture")
+    follower.start()
+    workload.run_workload(dsn, KILL_SEED * 100 + KILLS, 12, sessions=2, create=False)
+    wait_for(lambda: follower.watched("capture") - landed, "this run's capture", timeout=300)
+    server.pause()
+    wait_for(lambda: "follow: capture failed" in follower.log.read_text(), "the capture to fail")
+    time.sleep(3)  # a retry or two finds no server
+    server.resume()
+    workload.run_workload(dsn, KILL_SEED * 100 + KILLS + 1, 12, sessions=2, create=False)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        before_end = parse_lsn(conn.execute("select pg_current_wal_lsn()::text").fetchone()[0])
+        conn.execute("insert into public.tags values ('the-end', 'last', 0, now())")
+
+    def caught_up() -> bool:
+        assert follower.proc.poll() is None, follower.tail()
+        entry = next(iter((follower.status() or {}).get("sources", [])), None)
+        visible = entry and entry["consumer_records"]
+        return bool(
+            visible
+            and parse_lsn(visible["commit_lsn"]) > before_end
+            and visible["commit_lsn"] == entry["frontier_lsn"]
+            and entry["pending"] == 0
+        )
+
+    wait_for(caught_up, "the follower to catch up", timeout=900)
+    follower.proc.send_signal(signal.SIGTERM)
+    assert follower.proc.wait(180) == 0, follower.tail()
+    capture = follower.status()["capture"]
+    assert capture["failures"] >= 1 and capture["last_error"], capture
+
+    # The test session's Spark only now (a fixture taken late): the followers ran on their own.
+    spark = request.getfixturevalue("spark")
+    schema = external_tables(
+        spark,
+        follower.spark_dir,
+        {
+            "consumer_records": "wal_lake.db/consumer_records",
+            "sequin_events": "wal_lake.db/sequin_events",
+            "sequin_violations": "wal_lake_audit.db/sequin_violations",
+        },
+    )
+    with psycopg.connect(dsn) as conn:
+        # No record of a keyless table; gauges' NaNs stream as nulls (only a snapshot carries them).
+        skipped = (*workload.KEYLESS_TABLES, "gauges")
+        tables = [t for t in oracle.user_tables(conn) if t.split(".")[1] not in skipped]
+        types, keys = oracle.table_types(conn, tables)
+        expected = oracle.postgres_state(conn, tables)
+    actual = consumer_state(spark_query(spark), schema, KILLED_SOURCE)
+    actual = {table: actual.get(table, []) for table in expected}
+    problems = oracle.compare_states(expected, actual, types, keys)
+    assert problems == [], f"after kills {kills}:\n" + "\n".join(problems[:20])
+    numbered, positions = spark.sql(
+        f"select count(*), count(distinct commit_lsn, commit_idx) from {schema}.sequin_events"
+    ).first()
+    assert numbered == positions > 0  # no change numbered twice
+    assert spark.table(f"{schema}.sequin_violations").count() == 0
+    spark.sql(f"drop schema {schema} cascade")  # external tables: their files stay where they are
+
+
+def test_a_table_first_seen_in_a_later_batch_gets_its_mirror_model(spark, tmp_path, monkeypatch):
+    """The mirror step reads only the batches landed since its last look, and misses no new table."""
+    from python_jobs import mirrors
+
+    raw = "follow_new_tables_raw"
+    spark.sql(f"drop schema if exists {raw} cascade")
+    spark.sql(f"create schema {raw}")
+    spark.sql(f"create table {raw}.wal_files (batch_id bigint) using delta")
+    spark.sql(
+        f"create table {raw}.wal_events (source_id string, source_schema string, source_table string,"
+        " column_types map<string, string>, batch_id bigint) using delta"
+    )
+
+    def land(batch: int, *tables: tuple[str, str]) -> None:
+        rows = ", ".join(f"('{s}', 'public', '{t}', map('id', 'bigint'), {batch})" for s, t in tables)
+        spark.sql(f"insert into {raw}.wal_events values {rows}")
+        spark.sql(f"insert into {raw}.wal_files values ({batch})")
+
+    generated = []
+    monkeypatch.setattr(mirrors, "generate", lambda _spark, schema, sources=None: generated.append(sources))
+    follower = bare_follower(tmp_path, raw_schema=raw)
+    follower.spark = spark
+    land(1, ("a", "orders"), ("a", "items"))
+    assert follower.new_tables() == ["a"] and generated == [None]  # the first look: every table's
+    land(2, ("a", "orders"), ("b", "users"))
+    assert follower.new_tables() == ["b"] and generated == [None, ["b"]]
+    assert follower.new_tables() == [] and len(generated) == 2  # nothing landed since
+    land(3, ("a", "orders"))
+    assert follower.new_tables() == [] and len(generated) == 2
+    land(4, ("a", "refunds"))
+    assert follower.new_tables() == ["a"] and generated[-1] == ["a"]
+    spark.sql(f"drop schema {raw} cascade")
+
+
+def test_a_table_folder_no_table_owns_is_removed_before_a_build(spark, tmp_path):
+    """A kill between Delta's commit and the metastore's registration (or before the commit) leaves a
+    folder that fails every later creation of that table; fails with the clearing turned off."""
+    schema = "follow_unfinished"
+    spark.sql(f"drop schema if exists {schema} cascade")
+    spark.sql(f"create schema {schema}")
+    spark.sql(f"create table {schema}.kept using delta as select 1 as id")
+    root = Path(spark.catalog.getDatabase(schema).locationUri.removeprefix("file:"))
+    (root / "cut_short").mkdir()
+    (root / "cut_short" / "part-00000.snappy.parquet").write_bytes(b"not committed")
+    with pytest.raises(Exception, match="NON_EMPTY_LOCATION"):
+        spark.sql(f"create table {schema}.cut_short using delta as select 2 as id")
+    assert follow.clear_unfinished_tables(spark, (schema, "no_such_schema")) == [f"{schema}.cut_short"]
+    spark.sql(f"create table {schema}.cut_short using delta as select 2 as id")
+    assert spark.table(f"{schema}.kept").first().id == 1 and spark.table(f"{schema}.cut_short").count() == 1
+    assert follow.clear_unfinished_tables(spark, (schema,)) == []
+    spark.sql(f"drop schema {schema} cascade")
