@@ -60,16 +60,29 @@ def list_files(spark: SparkSession, landing: str, sources: list[str] | None) -> 
         raise LandingError(f"no folder for source '{missing[0]}' under landing path {landing}")
     found: list[LandingFile] = []
     for source_id in wanted:
-        it = fs.listFiles(folders[source_id], True)
-        while it.hasNext():
-            st = it.next()
-            rel = st.getPath().toString()[len(folders[source_id].toString()) :]
-            if any(_hidden(part) for part in rel.split("/") if part):
-                continue
+        for st in _visible_files(fs, folders[source_id]):
             found.append(
                 LandingFile(source_id, st.getPath().toString(), st.getLen(), st.getModificationTime())
             )
     return sorted(found, key=lambda f: (f.source_id, f.path))
+
+
+def _visible_files(fs, folder) -> list:
+    """The files under ``folder`` whose path has no hidden part, walked one folder at a time.
+
+    A hidden name is dropped before anything else is asked of it: a writer's temporary file may be
+    renamed or removed at any moment, and Hadoop's recursive listing asks each file's permissions
+    (through ``ls`` on a local disk), which fails on a file that has just gone."""
+    files, folders = [], [folder]
+    while folders:
+        for st in fs.listStatus(folders.pop()):
+            if _hidden(st.getPath().getName()):
+                continue
+            if st.isDirectory():
+                folders.append(st.getPath())
+            else:
+                files.append(st)
+    return files
 
 
 def _first_line(exc: BaseException) -> str:

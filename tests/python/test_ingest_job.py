@@ -179,6 +179,38 @@ def test_a_file_of_an_unfinished_batch_that_disappears_stops_the_run_naming_it(s
         ingest(spark, landing, schema)
 
 
+def test_listing_ignores_hidden_files_that_come_and_go_meanwhile(spark, landing):
+    """A writer's temporary files (hidden names) appear and vanish while the zone is listed: the
+    listing never fails on one and never returns one. Hadoop's recursive listing asked each file's
+    permissions through ``ls`` and failed on a file just removed (184 of 200 listings here)."""
+    import threading
+
+    write(landing / "src" / "0001.jsonl", FIXTURE_LINES)
+    (landing / "src" / "sub").mkdir()
+    write(landing / "src" / "sub" / "0002.jsonl", FIXTURE_LINES[:2])
+    stop = threading.Event()
+
+    def churn():
+        n = 0
+        while not stop.is_set():
+            temporary = [landing / "src" / f".tmp-{n}-{k}.partial" for k in range(20)]
+            for path in temporary:
+                path.write_text("x")
+            for path in temporary:
+                path.unlink()
+            n += 1
+
+    writer = threading.Thread(target=churn, daemon=True)
+    writer.start()
+    try:
+        listings = [list_files(spark, str(landing), None) for _ in range(100)]
+    finally:
+        stop.set()
+        writer.join()
+    names = {tuple(Path(f.path).name for f in listed) for listed in listings}
+    assert names == {("0001.jsonl", "0002.jsonl")}
+
+
 def test_a_landed_file_that_changes_stops_the_run_naming_it(spark, landing, schema):
     """Landing files are immutable: one that grew after it landed is not read again from its end or
     landed twice; the run stops before it plans, naming the file and both sizes."""
