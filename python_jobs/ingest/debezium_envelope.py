@@ -18,7 +18,8 @@ a key from one whose key was not sent.
 
 Values: strings are their content, JSON numbers their exact text, nested JSON its JSON text. A column
 Debezium sends as its unavailable-value placeholder (an unchanged TOASTed value), in whatever shape the
-column's type gives it, is absent from ``record``: the column was not sent.
+column's type and ``binary.handling.mode`` (bytes, base64, base64-url-safe or hex) give it, is absent
+from ``record``: the column was not sent.
 Debezium encodes ``numeric`` per ``decimal.handling.mode``: ``string`` (recommended) or ``double``
 land readable text; ``precise`` (the default) sends base64 bytes, which land as that text.
 
@@ -69,15 +70,21 @@ TABLE_OPS = [*ROW_OPS, OP_TRUNCATE]
 UNAVAILABLE = "__debezium_unavailable_value"
 _UNAVAILABLE_BYTES = UNAVAILABLE.encode()
 _UNAVAILABLE_BASE64 = base64.b64encode(_UNAVAILABLE_BYTES).decode()
+# binary.handling.mode=hex: Debezium's HexConverter writes lowercase digits.
+_UNAVAILABLE_HEX = _UNAVAILABLE_BYTES.hex()
 # Java's UUID.nameUUIDFromBytes: an MD5 name-based UUID of the bytes, without a namespace.
 _UNAVAILABLE_UUID = str(uuid.UUID(bytes=hashlib.md5(_UNAVAILABLE_BYTES).digest(), version=3))
 # The placeholder in each shape Debezium gives it by column type (its UnchangedToastedPlaceholder), as
 # the text a value of the parsed row holds (nested JSON is its compact JSON text).
 UNAVAILABLE_VALUES = (
     UNAVAILABLE,  # text, json, xml, ...: any type without a shape of its own
-    _UNAVAILABLE_BASE64,  # bytea, binary.handling.mode=bytes (the JSON converter's base64)
+    # bytea, binary.handling.mode=bytes (the default: the JSON converter writes bytes as base64),
+    # base64 and base64-url-safe (the placeholder's base64 has no character the alphabets differ in)
+    _UNAVAILABLE_BASE64,
+    _UNAVAILABLE_HEX,  # bytea, binary.handling.mode=hex
     f'["{UNAVAILABLE}"]',  # text, varchar, char, json and jsonb arrays
     f'["{_UNAVAILABLE_BASE64}"]',  # bytea arrays
+    f'["{_UNAVAILABLE_HEX}"]',  # bytea arrays, binary.handling.mode=hex
     "[" + ",".join(str(b) for b in _UNAVAILABLE_BYTES) + "]",  # integer, bigint and date arrays
     f'{{"{UNAVAILABLE}":"{UNAVAILABLE}"}}',  # hstore, as a map or as its JSON text
     f'["{_UNAVAILABLE_UUID}"]',  # uuid arrays
