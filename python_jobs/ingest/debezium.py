@@ -362,7 +362,9 @@ def transform(
     shared = classify(staged, landed, frontiers)
 
     def outputs(classified: DataFrame) -> ChangeSet:
-        return split_classified(classified, _events(classified))
+        src = F.col("e")["source"]
+        table = F.when(F.col("e")["op"].isin(ROW_OPS), F.concat_ws(".", src["schema"], src["table"]))
+        return split_classified(classified, _events(classified), table=table)
 
     if not looks_up:
         return outputs(shared)
