@@ -338,6 +338,7 @@ def _events(classified: DataFrame) -> DataFrame:
         F.when(is_update & (old_key != F.col("record_pk")), old_key)
         .otherwise(F.col("moved_from"))
         .alias("old_record_pk"),
+        "old_identity",
         "column_types",
         F.lit(FORMAT_DEBEZIUM).alias("source_format"),
         "landing_file",

@@ -16,6 +16,9 @@ key: unless the registry declares key columns for the table, it lands with a nul
 bare value of a table the registry does not declare is rejected: nothing in it tells a table without
 a key from one whose key was not sent.
 
+REPLICA IDENTITY USING INDEX on columns other than the key: an update's or delete's ``before`` holds
+the index's columns and no key; they land as ``old_identity``, as wal2json's identity does.
+
 Values: strings are their content, JSON numbers their exact text, nested JSON its JSON text. A column
 Debezium sends as its unavailable-value placeholder (an unchanged TOASTed value), in whatever shape the
 column's type and ``binary.handling.mode`` (bytes, base64, base64-url-safe or hex) give it, is absent
@@ -360,8 +363,22 @@ def _content_error() -> Column:
     return (
         F.when(is_row_op & no_row, F.lit(REASON_NO_ROW))
         .when(keyed & F.col("key_columns").isNull(), no_key)
-        .when(keyed & F.col("record_pk").isNull(), F.lit(REASON_KEY_MISSING))
+        .when(keyed & F.col("record_pk").isNull() & F.col("old_identity").isNull(), F.lit(REASON_KEY_MISSING))
     )
+
+
+def old_identity() -> Column:
+    """REPLICA IDENTITY USING INDEX on columns other than the key: an update's or delete's ``before``
+    holds the index's columns only (the others null) and the key is in neither it nor the Kafka key.
+    The identity, ``before``'s non-null values, lands as ``old_identity`` for the old key to be resolved
+    from the record's last known state (as wal2json's); such a delete lands with a null ``record_pk``.
+    Null when ``before`` holds the key (REPLICA IDENTITY FULL or DEFAULT) or nothing."""
+    e, key_columns, record_pk = F.col("e"), F.col("key_columns"), F.col("record_pk")
+    op, before = e["op"], available(e["before"])
+    identity = F.map_filter(before, lambda _, v: v.isNotNull())
+    old_key = key_text(key_columns, before, F.create_map())
+    no_old_key = F.when(op == OP_DELETE, record_pk.isNull()).when(op == OP_UPDATE, old_key.isNull())
+    return F.when(key_columns.isNotNull() & no_old_key & (F.size(identity) > 0), identity)
 
 
 def parse(lines: DataFrame, registry: DataFrame | None = None) -> DataFrame:
@@ -383,6 +400,7 @@ def parse(lines: DataFrame, registry: DataFrame | None = None) -> DataFrame:
         .withColumn(
             "record_pk", F.when(is_row_op, key_text(F.col("key_columns"), F.col("row"), F.col("kafka_key")))
         )
+        .withColumn("old_identity", old_identity())
         .withColumn("line_error", _line_error())
         .withColumn("content_error", F.when(F.col("line_error").isNull(), _content_error()))
         .withColumn(

@@ -250,6 +250,10 @@ PLACEHOLDER_SHAPES_HEX = {
 }
 
 
+def _device(did, serial, name="probe"):
+    return {"id": did, "serial": serial, "name": name}
+
+
 def _audit(n, note):
     return {"at": f"2026-01-0{n}T00:00:00Z", "note": note}
 
@@ -481,6 +485,38 @@ SCENARIOS: dict[str, list[tuple[str, list]]] = {
                     ),
                 ),
                 closer(),
+            ],
+        )
+    ],
+    # REPLICA IDENTITY USING INDEX on the unique serial: an update that changes the serial, and a
+    # delete, carry the index's columns in before and no key (in before or in the Kafka key).
+    "using_index": [
+        (
+            FILE,
+            [
+                keyed({"id": 1}, value("c", T1, 24_000_100, table="devices", after=_device(1, "S1"))),
+                keyed(
+                    {"id": 1},
+                    value(
+                        "u",
+                        (24_000_300, 702),
+                        24_000_400,
+                        table="devices",
+                        before=_device(None, "S1", None),
+                        after=_device(1, "S2"),
+                    ),
+                ),
+                keyed(
+                    {"id": None},
+                    value(
+                        "d",
+                        (24_000_500, 703),
+                        24_000_600,
+                        table="devices",
+                        before=_device(None, "S2", None),
+                    ),
+                ),
+                keyed({"id": 999}, closer()),
             ],
         )
     ],
@@ -846,6 +882,17 @@ def test_the_unavailable_placeholder_in_hex_binary_mode_is_a_column_not_sent(lan
     # Kept as the value, the hex text would replace the row's bytes: the unchanged-TOAST rule keeps them.
     (event,) = landed["toast_shapes_hex"]["events"]
     assert event["record"] == {"id": "1", "title": "t", "photo_small": "00ff"}
+
+
+def test_using_index_an_identity_without_the_key_lands_as_old_identity(landed):
+    out = landed["using_index"]
+    assert out["rejects"] == []
+    got = [(e["action"], e["record_pk"], e["old_record_pk"], e["old_identity"]) for e in out["events"]]
+    assert got == [
+        ("insert", '["1"]', None, None),
+        ("update", '["1"]', None, {"serial": "S1"}),  # the old key is resolved from it in sequin_events
+        ("delete", None, None, {"serial": "S2"}),
+    ]
 
 
 def test_changes_of_a_table_without_a_key_land_with_a_null_record_pk(landed):
