@@ -5,8 +5,10 @@ formats meet one truth (the tables in Postgres). Each decoded change becomes the
 for it (JSON converter, ``decimal.handling.mode=string``, default ``time.precision.mode``):
 
 - insert ``c``; update ``u`` (``before`` is the old row under REPLICA IDENTITY FULL, else null); a
-  primary-key change a delete of the old key and a create of the new one at the same LSN; delete
-  ``d`` (``before`` holds the identity, other columns null); one truncate ``t`` per table; logical
+  primary-key change a delete of the old key and a create of the new one at the same LSN, and so is
+  an update whose old row holds an index's columns without the key (REPLICA IDENTITY USING INDEX:
+  the old key's values are null, so it differs from the new key); delete ``d`` (``before`` holds the
+  identity, other columns null, and so may the key); one truncate ``t`` per table; logical
   messages ``m`` (content base64, ``source.txId`` null outside a transaction); snapshot reads ``r``
   (``source.snapshot`` first/true/last) at the snapshot's LSN.
 - An unchanged TOASTed column (absent from wal2json's update) is ``__debezium_unavailable_value``.
@@ -207,7 +209,10 @@ class Renderer:
         key = self._key(table, pk, after)
         if action == "I":
             return [("insert", {"before": None, "after": after, "source": source, "op": "c"}, key)]
-        old_key = self._key(table, pk, before) if before and all(k in identity for k in pk) else key
+        # Debezium takes the old key from the old row: under REPLICA IDENTITY USING INDEX on other
+        # columns it holds the index's columns only, so the key's values are null there, the keys
+        # differ, and the update is written as a delete (before: the index's columns) and a create.
+        old_key = self._key(table, pk, before) if before else key
         if old_key != key:
             delete = {"before": before, "after": None, "source": source, "op": "d"}
             create = {"before": None, "after": after, "source": source, "op": "c"}

@@ -25,7 +25,8 @@
     Debezium's encodings, decoded to a value that is then converted to `spark_type` when it is
     another (a decoded decimal's text by the rule above):
     - epoch_days -> date; epoch_millis/micros/nanos -> timestamp_ntz (a local date-time counted
-      from 1970-01-01 00:00, whatever the session's time zone); null before the year 1;
+      from 1970-01-01 00:00, whatever the session's time zone); null before the year 1 and for
+      Debezium's `±infinity` sentinels (`connect_infinity`);
     - time_millis/micros/nanos -> the time of day as Postgres writes it (`10:00:00`, `10:00:00.5`);
     - base64 -> binary; decimal, variable_decimal -> the decimal's text;
     - json_array -> each item decoded as its own type; null when any item does not convert.
@@ -52,7 +53,11 @@
         {%- if encoding == 'epoch_days' -%}
             {%- set decoded, decoded_type = "date_add(date'1970-01-01', try_cast(" ~ raw ~ " as int))", 'date' -%}
         {%- elif encoding.startswith('epoch_') -%}
-            {%- set decoded = "timestampadd(MICROSECOND, " ~ micros ~ ", timestamp_ntz'1970-01-01 00:00:00')" -%}
+            {%- set infinite = connect_infinity(encoding).values() | list -%}
+            {%- set decoded -%}
+                case when {{ raw }} not in ('{{ infinite | join("', '") }}')
+                    then timestampadd(MICROSECOND, {{ micros }}, timestamp_ntz'1970-01-01 00:00:00') end
+            {%- endset -%}
             {%- set decoded_type = 'timestamp_ntz' -%}
         {%- elif encoding.startswith('time_') -%}
             {%- set decoded -%}

@@ -94,12 +94,15 @@ _KINDS_OF_OUTCOMES = {
 @dataclass(frozen=True)
 class LineStats:
     """Per (file, kind) of the transforms' ``outcomes``: the count of lines, the first and the last,
-    and the greatest ``commit_lsn`` among them (an event's; None for the other kinds)."""
+    the greatest and the least ``commit_lsn`` among them (an event's; None for the other kinds), and
+    the tables of its row changes (Debezium's; empty for wal2json)."""
 
     n: int
     first: int
     last: int
     lsn: int | None = None
+    least_lsn: int | None = None
+    tables: tuple[str, ...] = ()
 
 
 def line_stats(sets: list[ChangeSet]) -> dict[tuple[str, str], LineStats]:
@@ -110,11 +113,41 @@ def line_stats(sets: list[ChangeSet]) -> dict[tuple[str, str], LineStats]:
         F.min("landing_line").alias("first"),
         F.max("landing_line").alias("last"),
         F.max(F.when(F.col("kind") == KIND_EVENT, F.col("commit_lsn"))).alias("lsn"),
+        F.min(F.when(F.col("kind") == KIND_EVENT, F.col("commit_lsn"))).alias("least_lsn"),
+        F.collect_set(F.when(F.col("kind") == KIND_EVENT, F.col("source_table"))).alias("tables"),
     )
     return {
-        (r.landing_file, _KINDS_OF_OUTCOMES[r.kind]): LineStats(r.n, r.first, r.last, r.lsn)
+        (r.landing_file, _KINDS_OF_OUTCOMES[r.kind]): LineStats(
+            r.n, r.first, r.last, r.lsn, r.least_lsn, tuple(sorted(r.tables))
+        )
         for r in stats.collect()
     }
+
+
+def check_wal_order(plan: list[PlannedFile], stats: dict[tuple[str, str], LineStats]) -> None:
+    """Fail when a source's files are one table each and their names do not sort in WAL order: the
+    layout of a Kafka Connect sink that writes one topic per table (Debezium's default routing),
+    whose files sort by topic name. Two files next to each other by name, each of one table, of
+    different tables, where the later-named one holds changes of transactions before the other's
+    last: every file after the cut would otherwise land as late changes of a table whose later
+    changes have landed. A replay or a copied file of one table's topic repeats that table, and a
+    file of one topic for every table holds every table it touches: neither fails. Runs before
+    anything of the batch is written."""
+    by_source: dict[str, list[tuple[str, LineStats]]] = {}
+    for p in sorted(plan, key=lambda p: (p.source_id, p.landing_file)):
+        s = stats.get((p.landing_file, KIND_LANDED))
+        if s is not None and s.lsn is not None:
+            by_source.setdefault(p.source_id, []).append((p.landing_file, s))
+    for source, files in by_source.items():
+        for (before, a), (after, b) in zip(files, files[1:], strict=False):
+            if len(a.tables) == 1 and len(b.tables) == 1 and a.tables != b.tables and b.least_lsn < a.lsn:
+                raise IngestError(
+                    f"files of source {source} do not sort in WAL order: {after} (changes of "
+                    f"{b.tables[0]} from position {b.least_lsn}) is named after {before} (changes of "
+                    f"{a.tables[0]} to position {a.lsn}): a landing zone of one topic per table; route "
+                    "every table of the connector to one topic and land its files in offset order "
+                    "(docs/contract.md, landing zone); nothing of the batch is written"
+                )
 
 
 def check_lines_counted(

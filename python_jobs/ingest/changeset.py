@@ -119,7 +119,8 @@ class ChangeSet:
     job persists them too, before ``shared``, so that each is computed once.
 
     ``outcomes`` is every line with its ``kind`` (``landing_file``, ``landing_line``, ``kind``,
-    ``commit_lsn``: an event's, as written): what the job counts. ``events`` are the lines of kind
+    ``commit_lsn``: an event's, as written; ``source_table``: a Debezium event's table, else null):
+    what the job counts. ``events`` are the lines of kind
     event, less ``late_rejects`` when the transform gives them: lines that land by their framing but
     whose content turned out unusable once parsed in full. ``rejects`` holds every reject
     (``early_rejects``, known from ``outcomes``, and the late). The job writes the events, counts
@@ -172,10 +173,13 @@ def split_classified(
     upstream: tuple[DataFrame, ...] = (),
     late_rejects: DataFrame | None = None,
     early_rejects: DataFrame | None = None,
+    table: Column | None = None,
 ) -> ChangeSet:
     """A format's classified lines (with ``kind`` and ``reason``) and the events it built from them ->
     ChangeSet. Rejects, pending and control lines are split off alike whatever the format; the
-    rejects from ``shared``'s ``line`` unless the format gives ``early_rejects`` of its own."""
+    rejects from ``shared``'s ``line`` unless the format gives ``early_rejects`` of its own.
+    ``table``, when the format gives it, names each line's table in ``outcomes`` (``source_table``)
+    for the job's check of a landing zone's layout (``accounting.check_wal_order``)."""
     if early_rejects is None:
         early_rejects = shared.where(F.col("kind") == KIND_REJECT).select(
             "source_id", "landing_file", "landing_line", F.col("line").alias("raw_line"), "reason"
@@ -190,7 +194,12 @@ def split_classified(
         shared=shared,
         upstream=upstream,
         outcomes=shared.select(
-            "source_id", "landing_file", "landing_line", "kind", F.col("commit_lsn").cast(LongType())
+            "source_id",
+            "landing_file",
+            "landing_line",
+            "kind",
+            F.col("commit_lsn").cast(LongType()),
+            (F.lit(None) if table is None else table).cast(StringType()).alias("source_table"),
         ),
         early_rejects=early,
         late_rejects=late,

@@ -338,6 +338,7 @@ def _events(classified: DataFrame) -> DataFrame:
         F.when(is_update & (old_key != F.col("record_pk")), old_key)
         .otherwise(F.col("moved_from"))
         .alias("old_record_pk"),
+        "old_identity",
         "column_types",
         F.lit(FORMAT_DEBEZIUM).alias("source_format"),
         "landing_file",
@@ -362,7 +363,9 @@ def transform(
     shared = classify(staged, landed, frontiers)
 
     def outputs(classified: DataFrame) -> ChangeSet:
-        return split_classified(classified, _events(classified))
+        src = F.col("e")["source"]
+        table = F.when(F.col("e")["op"].isin(ROW_OPS), F.concat_ws(".", src["schema"], src["table"]))
+        return split_classified(classified, _events(classified), table=table)
 
     if not looks_up:
         return outputs(shared)

@@ -16,9 +16,13 @@ key: unless the registry declares key columns for the table, it lands with a nul
 bare value of a table the registry does not declare is rejected: nothing in it tells a table without
 a key from one whose key was not sent.
 
+REPLICA IDENTITY USING INDEX on columns other than the key: an update's or delete's ``before`` holds
+the index's columns and no key; they land as ``old_identity``, as wal2json's identity does.
+
 Values: strings are their content, JSON numbers their exact text, nested JSON its JSON text. A column
 Debezium sends as its unavailable-value placeholder (an unchanged TOASTed value), in whatever shape the
-column's type gives it, is absent from ``record``: the column was not sent.
+column's type and ``binary.handling.mode`` (bytes, base64, base64-url-safe or hex) give it, is absent
+from ``record``: the column was not sent.
 Debezium encodes ``numeric`` per ``decimal.handling.mode``: ``string`` (recommended) or ``double``
 land readable text; ``precise`` (the default) sends base64 bytes, which land as that text.
 
@@ -69,15 +73,21 @@ TABLE_OPS = [*ROW_OPS, OP_TRUNCATE]
 UNAVAILABLE = "__debezium_unavailable_value"
 _UNAVAILABLE_BYTES = UNAVAILABLE.encode()
 _UNAVAILABLE_BASE64 = base64.b64encode(_UNAVAILABLE_BYTES).decode()
+# binary.handling.mode=hex: Debezium's HexConverter writes lowercase digits.
+_UNAVAILABLE_HEX = _UNAVAILABLE_BYTES.hex()
 # Java's UUID.nameUUIDFromBytes: an MD5 name-based UUID of the bytes, without a namespace.
 _UNAVAILABLE_UUID = str(uuid.UUID(bytes=hashlib.md5(_UNAVAILABLE_BYTES).digest(), version=3))
 # The placeholder in each shape Debezium gives it by column type (its UnchangedToastedPlaceholder), as
 # the text a value of the parsed row holds (nested JSON is its compact JSON text).
 UNAVAILABLE_VALUES = (
     UNAVAILABLE,  # text, json, xml, ...: any type without a shape of its own
-    _UNAVAILABLE_BASE64,  # bytea, binary.handling.mode=bytes (the JSON converter's base64)
+    # bytea, binary.handling.mode=bytes (the default: the JSON converter writes bytes as base64),
+    # base64 and base64-url-safe (the placeholder's base64 has no character the alphabets differ in)
+    _UNAVAILABLE_BASE64,
+    _UNAVAILABLE_HEX,  # bytea, binary.handling.mode=hex
     f'["{UNAVAILABLE}"]',  # text, varchar, char, json and jsonb arrays
     f'["{_UNAVAILABLE_BASE64}"]',  # bytea arrays
+    f'["{_UNAVAILABLE_HEX}"]',  # bytea arrays, binary.handling.mode=hex
     "[" + ",".join(str(b) for b in _UNAVAILABLE_BYTES) + "]",  # integer, bigint and date arrays
     f'{{"{UNAVAILABLE}":"{UNAVAILABLE}"}}',  # hstore, as a map or as its JSON text
     f'["{_UNAVAILABLE_UUID}"]',  # uuid arrays
@@ -353,8 +363,22 @@ def _content_error() -> Column:
     return (
         F.when(is_row_op & no_row, F.lit(REASON_NO_ROW))
         .when(keyed & F.col("key_columns").isNull(), no_key)
-        .when(keyed & F.col("record_pk").isNull(), F.lit(REASON_KEY_MISSING))
+        .when(keyed & F.col("record_pk").isNull() & F.col("old_identity").isNull(), F.lit(REASON_KEY_MISSING))
     )
+
+
+def old_identity() -> Column:
+    """REPLICA IDENTITY USING INDEX on columns other than the key: an update's or delete's ``before``
+    holds the index's columns only (the others null) and the key is in neither it nor the Kafka key.
+    The identity, ``before``'s non-null values, lands as ``old_identity`` for the old key to be resolved
+    from the record's last known state (as wal2json's); such a delete lands with a null ``record_pk``.
+    Null when ``before`` holds the key (REPLICA IDENTITY FULL or DEFAULT) or nothing."""
+    e, key_columns, record_pk = F.col("e"), F.col("key_columns"), F.col("record_pk")
+    op, before = e["op"], available(e["before"])
+    identity = F.map_filter(before, lambda _, v: v.isNotNull())
+    old_key = key_text(key_columns, before, F.create_map())
+    no_old_key = F.when(op == OP_DELETE, record_pk.isNull()).when(op == OP_UPDATE, old_key.isNull())
+    return F.when(key_columns.isNotNull() & no_old_key & (F.size(identity) > 0), identity)
 
 
 def parse(lines: DataFrame, registry: DataFrame | None = None) -> DataFrame:
@@ -376,6 +400,7 @@ def parse(lines: DataFrame, registry: DataFrame | None = None) -> DataFrame:
         .withColumn(
             "record_pk", F.when(is_row_op, key_text(F.col("key_columns"), F.col("row"), F.col("kafka_key")))
         )
+        .withColumn("old_identity", old_identity())
         .withColumn("line_error", _line_error())
         .withColumn("content_error", F.when(F.col("line_error").isNull(), _content_error()))
         .withColumn(

@@ -29,6 +29,7 @@ from python_jobs.ingest.accounting import (
     RunSummary,
     check_lines_counted,
     check_rejects_counted,
+    check_wal_order,
     file_outcomes,
     landing_events,
     line_stats,
@@ -166,6 +167,7 @@ def load(
             df.unpersist()
     if counted is not None:
         check_lines_counted(plan, stats, counted)
+    check_wal_order(plan, stats)
 
     ledger.append(EVENTS, union_all([cs.events for cs in sets]).select("*", *stamp), batch_id)
     landing = landing_events(stats)

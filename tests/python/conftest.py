@@ -81,6 +81,7 @@ SLOW_TESTS = frozenset(
     {
         "test_ingest_debezium.py::test_positions_do_not_depend_on_the_batching",
         "test_ingest_debezium.py::test_a_batch_that_looks_up_landed_events_is_held_apart_from_wal_events",
+        "test_ingest_debezium.py::test_a_landing_zone_of_one_topic_per_table_stops_the_run_naming_the_files",
     }
 )
 

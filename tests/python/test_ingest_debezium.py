@@ -241,6 +241,17 @@ PLACEHOLDER_SHAPES = {
     "refs": ["b68a35a7-17ad-35b3-af2a-ae46edb4545a"],
     "shape": {"wkb": _PLACEHOLDER_B64, "srid": None},
 }
+# binary.handling.mode=hex: bytea as the lowercase hex of the placeholder's bytes (Debezium's
+# HexConverter), bytea arrays as those texts; base64 and base64-url-safe give the base64 text above
+# (the placeholder's base64 has no character the two alphabets differ in).
+PLACEHOLDER_SHAPES_HEX = {
+    "photo": _PLACEHOLDER_BYTES.hex(),
+    "thumbs": [_PLACEHOLDER_BYTES.hex()],
+}
+
+
+def _device(did, serial, name="probe"):
+    return {"id": did, "serial": serial, "name": name}
 
 
 def _audit(n, note):
@@ -456,6 +467,56 @@ SCENARIOS: dict[str, list[tuple[str, list]]] = {
                     ),
                 ),
                 closer(),
+            ],
+        )
+    ],
+    "toast_shapes_hex": [
+        (
+            FILE,
+            [
+                keyed(
+                    {"id": 1},
+                    value(
+                        "u",
+                        T1,
+                        24_000_100,
+                        table="documents",
+                        after={"id": 1, "title": "t", "photo_small": "00ff", **PLACEHOLDER_SHAPES_HEX},
+                    ),
+                ),
+                closer(),
+            ],
+        )
+    ],
+    # REPLICA IDENTITY USING INDEX on the unique serial: an update that changes the serial, and a
+    # delete, carry the index's columns in before and no key (in before or in the Kafka key).
+    "using_index": [
+        (
+            FILE,
+            [
+                keyed({"id": 1}, value("c", T1, 24_000_100, table="devices", after=_device(1, "S1"))),
+                keyed(
+                    {"id": 1},
+                    value(
+                        "u",
+                        (24_000_300, 702),
+                        24_000_400,
+                        table="devices",
+                        before=_device(None, "S1", None),
+                        after=_device(1, "S2"),
+                    ),
+                ),
+                keyed(
+                    {"id": None},
+                    value(
+                        "d",
+                        (24_000_500, 703),
+                        24_000_600,
+                        table="devices",
+                        before=_device(None, "S2", None),
+                    ),
+                ),
+                keyed({"id": 999}, closer()),
             ],
         )
     ],
@@ -817,6 +878,23 @@ def test_the_unavailable_placeholder_in_any_shape_is_a_column_not_sent(landed):
     assert event["record"] == {"id": "1", "title": "t", "nums": "[1,2]"}
 
 
+def test_the_unavailable_placeholder_in_hex_binary_mode_is_a_column_not_sent(landed):
+    # Kept as the value, the hex text would replace the row's bytes: the unchanged-TOAST rule keeps them.
+    (event,) = landed["toast_shapes_hex"]["events"]
+    assert event["record"] == {"id": "1", "title": "t", "photo_small": "00ff"}
+
+
+def test_using_index_an_identity_without_the_key_lands_as_old_identity(landed):
+    out = landed["using_index"]
+    assert out["rejects"] == []
+    got = [(e["action"], e["record_pk"], e["old_record_pk"], e["old_identity"]) for e in out["events"]]
+    assert got == [
+        ("insert", '["1"]', None, None),
+        ("update", '["1"]', None, {"serial": "S1"}),  # the old key is resolved from it in sequin_events
+        ("delete", None, None, {"serial": "S2"}),
+    ]
+
+
 def test_changes_of_a_table_without_a_key_land_with_a_null_record_pk(landed):
     out = landed["keyless"]
     assert out["rejects"] == []
@@ -1119,3 +1197,57 @@ def test_the_stand_in_for_a_missing_previous_commit_sorts_after_the_snapshot(spa
     later = debezium.transform(lines.where("landing_file = '0002.jsonl'"), None, landed, {"dbz": SNAP})
     got = [(e.commit_lsn, e.commit_idx, e.action) for e in later.events.orderBy("commit_idx").collect()]
     assert got == expected[2:]
+
+
+def test_a_landing_zone_of_one_topic_per_table_stops_the_run_naming_the_files(spark, tmp_path, schemas):
+    """Debezium's default routing writes each table to its own topic; a sink then names its files by
+    topic, so the names sort by table, not in WAL order. Two one-table files whose positions go back
+    across their names stop the run, naming both, before anything is written; the same changes as
+    one topic's files in offset order land."""
+
+    def order(oid):
+        return {"id": oid, "total": "5.00"}
+
+    customers = [
+        keyed({"id": 1}, value("c", T1, 24_000_100, after=customer(1))),
+        keyed({"id": 2}, value("c", (24_000_600, 703), 24_000_700, after=customer(2))),
+    ]
+    orders = [
+        keyed({"id": 1}, value("c", (24_000_300, 702), 24_000_400, table="orders", after=order(1))),
+        # a later transaction: it proves every one before it complete (and is itself pending)
+        keyed({"id": 2}, value("c", (24_008_500, 799), 24_009_000, table="orders", after=order(2))),
+    ]
+
+    def zone(name, files):
+        root = tmp_path / name
+        (root / "dbz").mkdir(parents=True)
+        for file, records in files.items():
+            text = "".join(json.dumps(r, separators=(",", ":")) + "\n" for r in records)
+            (root / "dbz" / file).write_text(text)
+        return root
+
+    def land(root):
+        schema = f"{schemas.raw}_{root.name}"
+        spark.sql(f"drop schema if exists {schema} cascade")
+        try:
+            job.run(spark, str(root), schema=schema, out=io.StringIO())
+            return spark.table(f"{schema}.{EVENTS}").count()
+        finally:
+            spark.sql(f"drop schema if exists {schema} cascade")
+
+    by_customers = "oracle.public.customers+0+0000000000.jsonl"
+    by_orders = "oracle.public.orders+0+0000000000.jsonl"
+    per_table = zone("per_table", {by_customers: customers, by_orders: orders})
+    with pytest.raises(job.IngestError, match=r"do not sort in WAL order") as raised:
+        land(per_table)
+    message = str(raised.value)
+    assert f"{by_orders} (changes of public.orders from position 24000300)" in message
+    assert f"{by_customers} (changes of public.customers to position 24000600)" in message
+    one_topic = zone(
+        "one_topic",
+        {
+            "oracle+0+0000000000.jsonl": [customers[0], orders[0]],
+            "oracle+0+0000000002.jsonl": [customers[1], orders[1]],
+        },
+    )
+    assert land(one_topic) == 3  # the last transaction waits for its commit

@@ -54,8 +54,21 @@ ARRAYS = {"docs": "jsonb[]", "tags": "text[]", "grid": "integer[]", "days": "dat
 # jsonb keeps any number exactly; a variant turns one of more than 38 digits into a double
 LONG_NUMBER = '{"n": 12345678901234567890123456789012345678901, "s": "x"}'
 LONG_STRING = '{"n": 1.5, "s": "12345678901234567890123456789012345678901"}'
-DBZ_1 = {"price": "org.apache.kafka.connect.data.Decimal(10,2)", "at": "io.debezium.time.Timestamp"}
-DBZ_2 = {"price": "org.apache.kafka.connect.data.Decimal(14,4)", "at": "io.debezium.time.MicroTimestamp"}
+DBZ_1 = {
+    "price": "org.apache.kafka.connect.data.Decimal(10,2)",
+    "at": "io.debezium.time.Timestamp",
+    "zoned": "io.debezium.time.ZonedTimestamp",
+}
+DBZ_2 = {
+    "price": "org.apache.kafka.connect.data.Decimal(14,4)",
+    "at": "io.debezium.time.MicroTimestamp",
+    "nanos": "io.debezium.time.NanoTimestamp",
+}
+# Debezium 2.x sends a timestamp's infinity as the Postgres JDBC driver's sentinel instant counted
+# in the type's unit (never a real date: no value is held), a zoned one as the text itself.
+DBZ_INFINITY_MILLIS = ("9223372036825200", "-9223372036832400")
+DBZ_INFINITY_MICROS = ("9223372036825200000", "-9223372036832400000")
+DBZ_INFINITY_NANOS = ("9223372036854775807", "-9223372036854775808")
 
 
 def dbz(lsn, idx, pk, types, **values):
@@ -68,6 +81,8 @@ def dbz(lsn, idx, pk, types, **values):
 BATCH_1 = [
     # 12345 unscaled: 123.45 at scale 2; epoch millis
     dbz(100, 0, 1, DBZ_1, price="MDk=", at="1767261600123"),
+    dbz(100, 1, 3, DBZ_1, at=DBZ_INFINITY_MILLIS[0], zoned="infinity"),
+    dbz(100, 2, 4, DBZ_1, at=DBZ_INFINITY_MILLIS[1], zoned="-infinity"),
     odd(100, 0, 1, 5),
     row("plain", 100, 1, 1, {"note": "text"}, note="still built"),
     row("nums", 100, 2, 1, NUMS_1, price="10.50", wide="12345678901234567890123456789012345678"),
@@ -85,6 +100,8 @@ BATCH_1 = [
     row("times", 200, 1, 2, TIMES, day="0044-03-15 BC", at="0044-03-15 10:00:00+00 BC", local_at="-infinity"),
     row("times", 200, 2, 3, TIMES, day="infinity", at="infinity", local_at="0001-01-01 00:00:00 BC"),
     row("times", 200, 3, 4, TIMES, day="-infinity", at="-infinity", local_at="infinity"),
+    # rejected in this batch, held after the next one's update: the reject goes with the value
+    row("times", 200, 4, 5, TIMES, day="infinity"),
     row(
         "arrays",
         300,
@@ -104,6 +121,9 @@ BATCH_1 = [
 BATCH_2 = [
     # the same unscaled bytes at scale 4: 1.2345; epoch micros
     dbz(400, 0, 2, DBZ_2, price="MDk=", at="1767261600123456"),
+    dbz(400, 1, 5, DBZ_2, at=DBZ_INFINITY_MICROS[0], nanos=DBZ_INFINITY_NANOS[0]),
+    dbz(400, 2, 6, DBZ_2, at=DBZ_INFINITY_MICROS[1], nanos=DBZ_INFINITY_NANOS[1]),
+    row("times", 400, 4, 5, TIMES, action="update", day="2026-02-02"),
     row("nums", 400, 0, 2, NUMS_2, price="1.2345", wide="1.25"),
     row("nums", 400, 1, 3, NUMS_2, price="0.0001", wide="7.00"),
     # a new column (the mirror's table changes first), then a row its merge refuses (see `built`)
@@ -157,6 +177,8 @@ def built(spark, dbt, schemas):
     run("second", "run", "-s", *MODELS)
     run("nothing new", "run", "-s", *MODELS)
     incremental = snapshot(spark, schemas)
+    run("rejects refreshed", "build", "--full-refresh", "-s", "mirror_rejects")
+    rejects_refreshed = snapshot(spark, schemas)["rejects"]
     run("tests", "test", "-s", *(m.lstrip("+") for m in MODELS), "--exclude", "test_type:unit")
     run("full refresh", "run", "--full-refresh", "-s", *MODELS)
     full = snapshot(spark, schemas)
@@ -166,7 +188,14 @@ def built(spark, dbt, schemas):
     model.write_text(original.replace("'plain'", "'nums'"))
     run("taken over", "run", "-s", "src__public__plain")
     model.write_text(original)
-    return {"names": names, "runs": runs, "first": first, "incremental": incremental, "full": full}
+    return {
+        "names": names,
+        "runs": runs,
+        "first": first,
+        "incremental": incremental,
+        "full": full,
+        "rejects refreshed": rejects_refreshed,
+    }
 
 
 def plain(value):
@@ -235,6 +264,7 @@ def test_bc_and_infinite_dates_and_timestamps_are_rejected_not_moved(built):
     }
     for pk in ('["2"]', '["3"]', '["4"]'):
         assert {k: v for k, v in values(times[pk]).items() if k != "id"} == dict.fromkeys(TIMES)
+    assert values(times['["5"]']) == {"id": 5, "day": date(2026, 2, 2), "at": None, "local_at": None}
     bc = "a BC date: the mirror holds dates from the year 1 on"
     infinite = "{} has no date or timestamp value: not moved to one".format
     assert rejects(built, "times") == [
@@ -247,6 +277,25 @@ def test_bc_and_infinite_dates_and_timestamps_are_rejected_not_moved(built):
         ('["4"]', "at", "-infinity", infinite("-infinity")),
         ('["4"]', "day", "-infinity", infinite("-infinity")),
         ('["4"]', "local_at", "infinity", infinite("infinity")),
+        # nothing for ["5"]: its infinity was replaced by a date the mirror holds
+    ]
+
+
+def test_debezium_infinity_sentinels_are_rejected_not_moved(built):
+    infinite = "{} has no date or timestamp value: not moved to one".format
+    for build in ("incremental", "full"):
+        rows = built[build]["dbz__public__dbz"]["rows"]
+        for pk in ('["3"]', '["4"]', '["5"]', '["6"]'):
+            assert (rows[pk]["at"], rows[pk]["zoned"], rows[pk]["nanos"]) == (None, None, None), (build, pk)
+    assert rejects(built, "dbz") == [
+        ('["3"]', "at", DBZ_INFINITY_MILLIS[0], infinite("infinity")),
+        ('["3"]', "zoned", "infinity", infinite("infinity")),
+        ('["4"]', "at", DBZ_INFINITY_MILLIS[1], infinite("-infinity")),
+        ('["4"]', "zoned", "-infinity", infinite("-infinity")),
+        ('["5"]', "at", DBZ_INFINITY_MICROS[0], infinite("infinity")),
+        ('["5"]', "nanos", DBZ_INFINITY_NANOS[0], infinite("infinity")),
+        ('["6"]', "at", DBZ_INFINITY_MICROS[1], infinite("-infinity")),
+        ('["6"]', "nanos", DBZ_INFINITY_NANOS[1], infinite("-infinity")),
     ]
 
 
@@ -311,10 +360,15 @@ def test_full_refresh_equals_incremental(built):
         }, name
 
 
+def test_a_full_refresh_of_mirror_rejects_equals_the_incremental_table(built):
+    assert built["runs"]["rejects refreshed"].success
+    assert built["rejects refreshed"] == built["incremental"]["rejects"]
+
+
 def test_debezium_values_decode_with_the_type_they_were_sent_with(built):
     for build in ("incremental", "full"):
         rows = built[build]["dbz__public__dbz"]["rows"]
-        assert {k: (v["price"], v["at"]) for k, v in rows.items()} == {
+        assert {k: (v["price"], v["at"]) for k, v in rows.items() if k in ('["1"]', '["2"]')} == {
             '["1"]': (Decimal("123.4500"), datetime(2026, 1, 1, 10, 0, 0, 123000)),
             '["2"]': (Decimal("1.2345"), datetime(2026, 1, 1, 10, 0, 0, 123456)),
         }, build
