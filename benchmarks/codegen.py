@@ -34,9 +34,9 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
+from benchmarks import PROJECT_DIR, use_scratch
 from benchmarks import generate as gen
 
-PROJECT_DIR = Path(__file__).resolve().parent.parent
 HUGE = re.compile(r"the bytecode size \((\d+)\) is above the limit (\d+)")
 COMPILED = re.compile(r"Code generated in ([0-9.]+) ms")
 LOGGERS = (
@@ -133,14 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     gen.add_knob_args(parser)
     args = parser.parse_args(argv)
     scratch = Path(tempfile.mkdtemp(prefix="wal_lake_codegen_"))
-    os.environ["WAL_LAKE_SPARK_DIR"] = str(scratch / "spark")
-    os.environ["DBT_TARGET_PATH"] = str(scratch / "dbt_target")
-    os.environ["DBT_LOG_PATH"] = str(scratch / "dbt_logs")
-    os.environ["WAL_LAKE_TARGET"] = "local"
-    os.environ["WAL_LAKE_RAW_SCHEMA"] = "codegen_raw"
-    os.environ["WAL_LAKE_SCHEMA"] = "codegen"
-    os.environ.setdefault("WAL_LAKE_CORES", str(os.cpu_count() or 2))
-    os.chdir(PROJECT_DIR)
+    use_scratch(scratch, "codegen")
     log = scratch / "spark.log"
     try:
         zone = gen.generate(

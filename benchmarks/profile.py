@@ -19,8 +19,7 @@ import time
 from pathlib import Path
 
 from benchmarks import generate as gen
-
-PROJECT_DIR = Path(__file__).resolve().parent.parent
+from benchmarks import use_scratch
 
 
 def _stages(spark) -> list[dict]:
@@ -88,14 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     gen.add_knob_args(parser)
     args = parser.parse_args(argv)
     scratch = Path(tempfile.mkdtemp(prefix="wal_lake_profile_"))
-    os.environ["WAL_LAKE_SPARK_DIR"] = str(scratch / "spark")
-    os.environ["DBT_TARGET_PATH"] = str(scratch / "dbt_target")
-    os.environ["DBT_LOG_PATH"] = str(scratch / "dbt_logs")
-    os.environ["WAL_LAKE_TARGET"] = "local"
-    os.environ["WAL_LAKE_RAW_SCHEMA"] = "profile_raw"
-    os.environ["WAL_LAKE_SCHEMA"] = "profile"
-    os.environ.setdefault("WAL_LAKE_CORES", str(os.cpu_count() or 2))
-    os.chdir(PROJECT_DIR)
+    use_scratch(scratch, "profile")
     try:
         zone = gen.generate(scratch / "zone", gen.knobs_from(args, args.changes), progress=False)
         from benchmarks.bench import Bench

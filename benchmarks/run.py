@@ -47,6 +47,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from benchmarks import generate as gen
+from benchmarks import use_scratch
 from benchmarks.bench import PROJECT_DIR, Bench
 from benchmarks.floor import floor
 from benchmarks.goals import evaluate
@@ -116,16 +117,10 @@ def _scratch(args: argparse.Namespace) -> tuple[Path, Path]:
     environment pointing into them; the working directory becomes the project's."""
     scratch = args.work or Path(tempfile.mkdtemp(prefix="wal_lake_bench_"))
     scratch.mkdir(parents=True, exist_ok=True)
-    # Before anything starts Spark or dbt: a scratch warehouse and dbt output outside the repo.
-    os.environ["WAL_LAKE_SPARK_DIR"] = str(scratch / "spark")
-    os.environ["DBT_TARGET_PATH"] = str(scratch / "dbt_target")
-    os.environ["DBT_LOG_PATH"] = str(scratch / "dbt_logs")
-    os.environ["WAL_LAKE_TARGET"] = "local"
-    os.environ.setdefault("WAL_LAKE_CORES", str(os.cpu_count() or 2))
+    use_scratch(scratch)
     # The mirror models must lie inside the project (a dbt model path): under target/, removed after.
     mirror_models = Path("target") / "bench_mirror_models" / scratch.name
     os.environ["WAL_LAKE_MIRROR_MODELS"] = str(mirror_models)
-    os.chdir(PROJECT_DIR)  # profiles.yml's relative paths (conf/log4j2.properties)
     return scratch, mirror_models
 
 

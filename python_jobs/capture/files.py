@@ -6,6 +6,7 @@ fsynced, renamed and the directory fsynced: only then may the slot advance past 
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -13,6 +14,7 @@ import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from python_jobs.capture.session import CaptureError
 from python_jobs.lsn import lsn_hex16
 
 SNAPSHOT_SUFFIX = "-snapshot.jsonl"
@@ -85,6 +87,17 @@ def publish(temporary: Path, name: str) -> Path:
 def write_durably(directory: Path, name: str, lines: Iterable[str]) -> Path:
     """Write ``lines`` to ``directory/name`` so that the file is either absent or complete and synced."""
     return publish(write_temporary(directory, lines), name)
+
+
+def read_json_file(path: Path, what: str) -> dict | None:
+    """A state file written by ``write_durably``: its JSON, or None when there is none. ``what`` names
+    it in the error an unreadable one gives (the run stops rather than guess where it was)."""
+    if not path.exists():
+        return None
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise CaptureError(f"cannot read {what} {path}: {exc}") from exc
 
 
 class PartWriter:

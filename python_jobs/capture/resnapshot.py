@@ -33,7 +33,7 @@ from pathlib import Path
 import psycopg
 from psycopg import sql
 
-from python_jobs.capture.files import sync_directory, write_durably
+from python_jobs.capture.files import read_json_file, sync_directory, write_durably
 from python_jobs.capture.session import CaptureError
 from python_jobs.capture.slot import settled_lsn
 from python_jobs.capture.snapshot import (
@@ -223,13 +223,7 @@ class Watcher:
 
 
 def read_state(landing_dir: Path) -> dict | None:
-    path = landing_dir / STATE_FILE
-    if not path.exists():
-        return None
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise CaptureError(f"cannot read the re-snapshot's state file {path}: {exc}") from exc
+    return read_json_file(landing_dir / STATE_FILE, "the re-snapshot's state file")
 
 
 def write_state(landing_dir: Path, state: dict) -> None:

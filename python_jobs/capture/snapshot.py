@@ -34,6 +34,7 @@ from python_jobs.capture.files import (
     has_snapshot,
     merge_small_parts,
     publish,
+    read_json_file,
     snapshot_file_name,
     sync_directory,
     write_durably,
@@ -129,13 +130,7 @@ def snapshot_unless_landed(
 
 
 def read_state(landing_dir: Path) -> dict | None:
-    path = landing_dir / STATE_FILE
-    if not path.exists():
-        return None
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise CaptureError(f"cannot read the snapshot's state file {path}: {exc}") from exc
+    return read_json_file(landing_dir / STATE_FILE, "the snapshot's state file")
 
 
 def write_state(landing_dir: Path, state: dict) -> None:
