@@ -387,7 +387,7 @@ class FollowerProcess:
     a live database: started, watched through its warehouse and landing files, killed."""
 
     def __init__(self, root: Path, dsn: str, slot: str) -> None:
-        from testkit import faults
+        from testkit.faults.pipeline import short_run_conf
 
         self.root = root
         self.landing = root / "landing"
@@ -406,7 +406,7 @@ class FollowerProcess:
         with pytest.MonkeyPatch.context() as env:  # the profile's settings name the follower's directory
             for name, value in where.items():
                 env.setenv(name, value)
-            conf = faults.short_run_conf()  # a cheaper JIT for a JVM that lives a minute
+            conf = short_run_conf()  # a cheaper JIT for a JVM that lives a minute
         self.env = {
             **os.environ,
             **where,
@@ -435,7 +435,7 @@ class FollowerProcess:
     def watched(self, phase: str) -> set[str]:
         """The files whose appearance shows the phase at work: the capture's landing files, the
         ingestion's writes to the raw tables, dbt's to the models'."""
-        from testkit import faults
+        from testkit.faults.pipeline import files_under
 
         warehouse = self.spark_dir / "warehouse"
         top = {
@@ -443,7 +443,7 @@ class FollowerProcess:
             "ingest": warehouse / "wal_lake_raw.db",
             "dbt": warehouse / "wal_lake.db",
         }
-        return faults.files_under(top[phase])
+        return files_under(top[phase])
 
     def kill_in(self, phase: str, delay: float, timeout: float = 240) -> None:
         """SIGKILL the process group (Python and its JVM) ``delay`` seconds after the phase writes
