@@ -34,15 +34,28 @@ def plan_new_batch(
     max_files: int | None,
     max_bytes: int | None,
 ) -> list[PlannedFile]:
-    """The next batch's files: pending tails first, then the new files; [] when nothing is new."""
+    """The next batch's files: pending tails first, then the new files; [] when nothing is new.
+
+    The limits grow with what is pending (``_carried``): a batch that reads pending tails again takes
+    at least as many new files and bytes as it re-reads. A transaction spread over k files (a large
+    snapshot) is then re-read in about log2(k) batches, about twice its size in all, where fixed
+    limits re-read it k/2 times (k²/2 file reads)."""
     new = [f for f in listed if f.path not in states]
+    carried_files, carried_bytes = _carried(states, {f.source_id for f in new})
     if max_files:
-        new = new[:max_files]
+        new = new[: max(max_files, carried_files)]
     if max_bytes:
-        new = within_bytes(new, max_bytes)
+        new = within_bytes(new, max(max_bytes, carried_bytes))
     if not new:
         return []
     return _pending_tails(states, {f.source_id for f in new}) + _new_files(spark, new, states, source_format)
+
+
+def _carried(states: dict[str, FileState], sources: set[str]) -> tuple[int, int]:
+    """(files, bytes) that a batch of new files of ``sources`` reads again: their sources' pending
+    files, counted whole."""
+    pending = [s for s in states.values() if s.pending and s.source_id in sources]
+    return len(pending), sum(s.file_size or 0 for s in pending)
 
 
 def _pending_tails(states: dict[str, FileState], sources: set[str]) -> list[PlannedFile]:

@@ -7,6 +7,7 @@ import gzip
 import io
 import itertools
 import json
+import re
 import shutil
 import sys
 from datetime import UTC, datetime
@@ -507,6 +508,45 @@ def test_a_backlog_lands_in_batches_of_bounded_size(spark, landing, schema):
     assert (one.batches, summary.batches) == (1, 2) and "batch 2: 1 files" in out
     assert summary.balanced and summary.landed == one.landed == 45
     assert _positions(spark, schema) == _positions(spark, unlimited)
+
+
+def _one_transaction(files: int, changes_per_file: int) -> list[list[str]]:
+    """One wal2json transaction (its ``B`` in the first file, its ``C`` in the last) of inserts into
+    ``public.items``, cut into ``files`` files of the same size (the first and the last are larger by
+    their ``B`` and ``C``, which are as long as each other)."""
+    head = '"xid":900,"timestamp":"2026-11-21 23:24:38.5+00"'
+    changes = [
+        f'{{"action":"I",{head},"lsn":"0/{0x2000000 + n:X}","schema":"public","table":"items",'
+        f'"columns":[{{"name":"id","type":"bigint","value":{1000 + n}}}],'
+        f'"pk":[{{"name":"id","type":"bigint"}}]}}\n'
+        for n in range(files * changes_per_file)
+    ]
+    ends = f'{head},"lsn":"0/3000000","nextlsn":"0/3000030"}}\n'
+    parts = [changes[i * changes_per_file : (i + 1) * changes_per_file] for i in range(files)]
+    parts[0].insert(0, '{"action":"B",' + ends)
+    parts[-1].append('{"action":"C",' + ends)
+    return parts
+
+
+def test_a_transaction_over_many_files_is_read_again_in_growing_batches(spark, landing, schema):
+    """A batch that reads pending tails again takes at least as many new bytes as it re-reads: a
+    transaction over 4 files lands in 3 batches that read 1, 2 and 4 files, not 4 batches of 1 to 4
+    files (a transaction over k files would be read k/2 times over)."""
+    parts = _one_transaction(4, 40)
+    for no, lines in enumerate(parts, 1):
+        write(landing / "src" / f"{no:04d}.jsonl", lines)
+    largest = max(path.stat().st_size for path in (landing / "src").iterdir())
+
+    summary, out = ingest(spark, landing, schema, max_bytes_per_batch=largest)
+    assert [int(n) for n in re.findall(r"^batch \d+: (\d+) files", out, re.M)] == [1, 2, 4], out
+    assert summary.balanced and summary.landed == 160 and summary.pending_end == 0
+    # each batch read again every line of the transaction that the batches before it had read
+    assert summary.reread == sum(len(lines) for n in (1, 2) for lines in parts[:n])
+    events = rows(spark, schema, EVENTS)
+    assert {e["commit_lsn"] for e in events} == {0x3000000}
+    assert sorted((e["commit_idx"], e["record_pk"]) for e in events) == [
+        (n, json.dumps([str(1000 + n)])) for n in range(160)
+    ]
 
 
 def test_a_large_batch_uses_more_shuffle_partitions_for_itself_only(spark, landing, schema, monkeypatch):
