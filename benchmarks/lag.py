@@ -1,6 +1,6 @@
 """Follow mode's lag: from a commit in Postgres to the change visible in consumer_records and the mirrors.
 
-    .venv/bin/python -m benchmarks.lag --rate 1000 --minutes 10 [--min-interval 10]
+    .venv/bin/python -m benchmarks.lag --rate 1000 --minutes 10 [--min-interval 10] [--test-every S]
 
 Starts a throwaway Postgres (testkit.pg_server, with ``track_commit_timestamp`` on), creates one
 table and a wal2json slot, and starts the follower (``python -m python_jobs.follow --dsn ...``) as a
@@ -287,6 +287,8 @@ def run(args: argparse.Namespace) -> int:
                 str(status_file),
             ]
             command += ["--lock-file", str(root / "follow.lock"), "--min-interval", str(args.min_interval)]
+            if args.test_every is not None:
+                command += ["--test-every", str(args.test_every)]
             log = open(log_path, "w")  # noqa: SIM115 (closed with the process)
             follower = subprocess.Popen(
                 command,
@@ -422,6 +424,11 @@ def main(argv: list[str] | None = None) -> int:
         type=float,
         default=10.0,
         help="the follower's --min-interval (default: %(default)g)",
+    )
+    parser.add_argument(
+        "--test-every",
+        type=float,
+        help="the follower's --test-every (default: the follower's own; 0: dbt build every cycle)",
     )
     parser.add_argument(
         "--changes-per-transaction",

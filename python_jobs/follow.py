@@ -1,8 +1,9 @@
 """``python -m python_jobs.follow``: keep the lake current, in one process with one warm Spark session.
 
 Each cycle lands the landing zone's new files (the ingestion job's ``run``), writes the typed mirror
-model of any table seen for the first time (``mirrors.generate``), runs ``dbt build`` in-process on
-the same Spark session (dbt-spark's session method finds it: no second JVM), then prints one line
+model of any table seen for the first time (``mirrors.generate``), runs dbt in-process on the same
+Spark session (dbt-spark's session method finds it: no second JVM): ``dbt run`` of the models, and
+``dbt build`` with the data tests once per ``--test-every``; then it prints one line
 with each source's lag and writes the status file. A cycle starts as soon as the landing zone
 shows a new or grown file (with nothing new, ``--max-idle`` after the previous one), and never
 sooner than ``--min-interval`` after the previous one started.
@@ -50,9 +51,12 @@ from python_jobs.lsn import format_lsn
 
 EXIT_LOCKED = 3
 QUARANTINE = "_quarantine"
-# dbt build's selection: every model, seed and data test. Unit tests check the models'
+# dbt build's selection: every model, seed, snapshot and data test. Unit tests check the models'
 # code, not the data: they belong in CI, not in every cycle.
 DBT_BUILD = ("build", "--exclude-resource-type", "unit_test", "--quiet")
+# A cycle between two builds runs the models only: the data tests scan whole tables, so their cost
+# grows with the history while a cycle's new data does not (--test-every).
+DBT_RUN = ("run", "--quiet")
 STAMP_CONF = "spark.databricks.delta.commitInfo.userMetadata"
 
 
@@ -373,6 +377,7 @@ class Options:
     schema: str
     min_interval: float
     max_idle: float
+    test_every: float  # seconds between two dbt builds (with the data tests); 0: every cycle
     max_backoff: float
     status_file: Path | None
     cycles: int | None
@@ -389,6 +394,8 @@ class Follower:
         self.counters = Counters()
         self.capture: Capture | None = None
         self.built = False  # dbt has built everything landed so far, as far as this process knows
+        self.tested = False  # and the data tests have passed on it
+        self.last_tested: float | None = None  # when the last successful dbt build started
         # The last dbt build of this process succeeded (else none yet, or it failed: the next one
         # first clears what a cut-short table creation left, clear_unfinished_tables).
         self.last_build_ok = False
@@ -445,7 +452,17 @@ class Follower:
         self.seen_batch = upto
         return sorted({t[0] for t in new})
 
-    def dbt_build(self) -> None:
+    def dbt_command(self) -> tuple[str, ...] | None:
+        """What the dbt step runs: ``dbt build`` (models, seeds, the snapshot and the data tests)
+        when what has landed is untested and the last build is ``test_every`` seconds old or more;
+        else ``dbt run`` when something landed since the last run; else nothing."""
+        if not self.tested and (
+            self.last_tested is None or time.monotonic() - self.last_tested >= self.o.test_every
+        ):
+            return DBT_BUILD
+        return None if self.built else DBT_RUN
+
+    def dbt_build(self, command: tuple[str, ...] = DBT_BUILD) -> None:
         from dbt.cli.main import dbtRunner
 
         from python_jobs.spark_session import PROJECT_DIR
@@ -457,7 +474,7 @@ class Follower:
         self.last_build_ok = False
         try:
             result = dbtRunner().invoke(
-                [*DBT_BUILD, "--project-dir", str(PROJECT_DIR), "--profiles-dir", str(PROJECT_DIR)]
+                [*command, "--project-dir", str(PROJECT_DIR), "--profiles-dir", str(PROJECT_DIR)]
             )
         finally:
             # A model that failed between its stamp and its post-hook leaves the stamp set on the
@@ -491,14 +508,18 @@ class Follower:
                     summary = self.ingest()
                     landed = summary.files
                     if landed:
-                        self.built = False
+                        self.built = self.tested = False
                         print(summary.line(), file=self.out, flush=True)
                 elif step == "mirrors":
                     self.new_tables()
-                elif step == "dbt" and not self.built:
-                    self.dbt_build()
+                elif step == "dbt" and (command := self.dbt_command()) is not None:
+                    self.dbt_build(command)
                     self.built = True
-                timings[step] = time.monotonic() - t0
+                    if command == DBT_BUILD:
+                        self.tested, self.last_tested = True, t0
+                    step = f"dbt {command[0]}"  # the timing's name: which of the two ran
+                if step != "dbt":  # "dbt": nothing to build
+                    timings[step] = time.monotonic() - t0
         except Exception as exc:
             self.counters.failures[step] = self.counters.failures.get(step, 0) + 1
             self.counters.failed_cycles += 1
@@ -677,8 +698,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m python_jobs.follow",
         description="Keep the lake current: land new files, write new tables' mirror models and run "
-        "dbt build, cycle after cycle, in one process with one Spark session; with --dsn, capture "
-        "from a Postgres slot too. SIGTERM or Ctrl-C stops it between steps. docs/operations.md.",
+        "dbt (the models; the data tests too every --test-every seconds), cycle after cycle, in one "
+        "process with one Spark session; with --dsn, capture from a Postgres slot too. SIGTERM or "
+        "Ctrl-C stops it between steps. docs/operations.md.",
     )
     parser.add_argument(
         "--landing",
@@ -711,6 +733,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=300.0,
         help="with nothing new, run a cycle anyway (it lands nothing, and refreshes the status "
         "file) this many seconds after the last one started (default 300)",
+    )
+    parser.add_argument(
+        "--test-every",
+        type=_positive_float,
+        default=float(env.get("WAL_LAKE_FOLLOW_TEST_EVERY", "600")),
+        help="seconds between two cycles that run dbt build (every model, seed, the snapshot and the "
+        "data tests); the cycles between run the models only (dbt run). 0: dbt build every cycle "
+        "(env WAL_LAKE_FOLLOW_TEST_EVERY; default 600)",
     )
     parser.add_argument(
         "--status-file",
@@ -803,6 +833,7 @@ def _follow(args: argparse.Namespace, stop: threading.Event, out: TextIO, betwee
         schema=args.schema,
         min_interval=args.min_interval,
         max_idle=args.max_idle,
+        test_every=args.test_every,
         max_backoff=args.max_backoff,
         status_file=args.status_file,
         cycles=args.cycles,

@@ -311,6 +311,7 @@ def bare_follower(tmp_path: Path, **options) -> follow.Follower:
         "schema": "unused",
         "min_interval": 0.0,
         "max_idle": 300.0,
+        "test_every": 0.0,
         "max_backoff": 300.0,
         "status_file": tmp_path / "status.json",
         "cycles": None,
@@ -348,7 +349,7 @@ def test_a_failing_cycle_writes_its_cause_count_and_next_retry_to_the_status_fil
 
     monkeypatch.setattr(follower, "ingest", ingest)
     monkeypatch.setattr(follower, "new_tables", lambda: [])
-    monkeypatch.setattr(follower, "dbt_build", lambda: None)
+    monkeypatch.setattr(follower, "dbt_build", lambda command: None)
     monkeypatch.setattr(follow, "spark_alive", lambda spark: True)
     monkeypatch.setattr(follow.status_mod, "source_status", lambda *args: [])
     seen = []
@@ -372,6 +373,50 @@ def test_a_failing_cycle_writes_its_cause_count_and_next_retry_to_the_status_fil
     assert (third["state"], third["failed_cycles"], third["failing_since"]) == ("running", 2, 0)
     assert third["next_retry_at"] is None and third["last_error"]["cause"] == "StepFailed: Postgres is gone"
     assert "cycle 1: ingest failed (1 so far): StepFailed: Postgres is gone" in follower.out.getvalue()
+
+
+def scripted_steps(follower: follow.Follower, files_landed: list[int], monkeypatch) -> list[str]:
+    """Replace the follower's steps: each cycle's ingestion lands the next count of files; the dbt
+    commands run are appended to the list returned."""
+    landed = iter(files_landed)
+
+    class Summary:
+        def __init__(self) -> None:
+            self.files = next(landed)
+
+        def line(self) -> str:
+            return f"landed {self.files} files"
+
+    ran: list[str] = []
+    monkeypatch.setattr(follower, "ingest", Summary)
+    monkeypatch.setattr(follower, "new_tables", lambda: [])
+    monkeypatch.setattr(follower, "dbt_build", lambda command: ran.append(command[0]))
+    monkeypatch.setattr(follow.status_mod, "source_status", lambda *args: [])
+    return ran
+
+
+def test_cycles_run_the_models_and_every_test_every_seconds_the_whole_build(tmp_path, monkeypatch):
+    """The data tests run with dbt build once per --test-every; the cycles between run the models
+    (dbt run), and a cycle with nothing new runs neither, unless the tests of what landed are due.
+    Fails first: every cycle with new files ran dbt build."""
+    follower = bare_follower(tmp_path, test_every=0.6)
+    ran = scripted_steps(follower, [1, 1, 1, 0, 0, 1], monkeypatch)
+    assert follower.cycle()  # new files; no build yet in this process
+    assert follower.cycle()  # new files, the tests ran just now
+    assert follower.cycle()
+    assert follower.cycle()  # nothing new, the tests of the last two cycles' files not yet due
+    assert ran == ["build", "run", "run"]
+    time.sleep(0.7)
+    assert follower.cycle()  # nothing new, but what landed is untested and the tests are due
+    assert follower.cycle()  # new files, the tests ran just now
+    assert ran == ["build", "run", "run", "build", "run"]
+    reports = [line for line in follower.out.getvalue().splitlines() if line.startswith("follow: cycle")]
+    assert "dbt build" in reports[0] and "dbt run" in reports[1] and "dbt" not in reports[3], reports
+
+    every_cycle = bare_follower(tmp_path, test_every=0.0)
+    built = scripted_steps(every_cycle, [1, 1, 0], monkeypatch)
+    assert every_cycle.cycle() and every_cycle.cycle() and every_cycle.cycle()
+    assert built == ["build", "build"]
 
 
 # --- killed at random points, with a live Postgres ---------------------------------------------------
