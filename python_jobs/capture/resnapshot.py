@@ -23,6 +23,7 @@ docs/capture.md ("Re-snapshot one table") is the contract.
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 import uuid
@@ -55,12 +56,27 @@ _TEMPLATE_START = '{"action":"R",' + _HEAD_MARK
 _ROW_ACTIONS = ('{"action":"I"', '{"action":"U"', '{"action":"D"', '{"action":"T"')
 
 
+# One part of a qualified name: "a quoted name" (a quote inside doubled), or a name without dots
+# and quotes, taken as Postgres stores it.
+_NAME_PART = re.compile(r'"((?:[^"]|"")+)"|([^."]+)')
+
+
 def parse_table(name: str) -> tuple[str, str]:
-    """``schema.table`` -> (schema, table); names as Postgres stores them (no quoting)."""
-    parts = name.split(".")
-    if len(parts) != 2 or not all(parts):
+    """``schema.table`` -> (schema, table). A part without dots or quotes is a name as Postgres
+    stores it (``public.Orders`` is the table created as ``"Orders"``); a part in double quotes is
+    the name inside them, a doubled quote standing for one: ``"Sales Dept"."Order.Lines"``."""
+    parts, position = [], 0
+    while (found := _NAME_PART.match(name, position)) is not None:
+        quoted, bare = found.groups()
+        parts.append(quoted.replace('""', '"') if quoted is not None else bare)
+        position = found.end()
+        if position == len(name) or name[position] != ".":
+            break
+        position += 1
+    if len(parts) != 2 or position != len(name):
         raise CaptureError(
-            f"--resnapshot {name!r}: give the table as schema.table (names with a dot are not supported)"
+            f"--resnapshot {name!r}: give the table as schema.table; a name with a dot or a quote in "
+            'double quotes, a quote in it doubled ("Sales Dept"."Order.Lines")'
         )
     return parts[0], parts[1]
 

@@ -30,6 +30,7 @@ from test_capture import (
 )
 
 from python_jobs.capture.resnapshot import PREFIX, STATE_FILE, Chunk, Resnapshot, Watcher
+from python_jobs.capture.session import CaptureError
 from python_jobs.capture.snapshot import TableShape
 
 SLOT = "s"
@@ -281,6 +282,41 @@ def test_resnapshot_refuses_a_table_without_a_key_or_with_identity_nothing(postg
     err = capsys.readouterr().err
     assert f"an unfinished re-snapshot in {source / STATE_FILE} cannot go on" in err
     assert "--resnapshot public.gone: no such table" in err
+
+
+def test_a_table_name_with_dots_spaces_and_quotes_is_given_in_double_quotes():
+    from python_jobs.capture.resnapshot import parse_table
+
+    assert parse_table("public.items") == ("public", "items")
+    assert parse_table('"Sales Dept"."Order.Lines"') == ("Sales Dept", "Order.Lines")
+    assert parse_table('app."Qty ""x"""') == ("app", 'Qty "x"')
+    assert parse_table("public.Orders") == ("public", "Orders")  # as stored: no case folding
+    for wrong in ("items", "a.b.c", "a.", '"a.b', 'a.""', "a..b"):
+        with pytest.raises(CaptureError, match="give the table as schema.table"):
+            parse_table(wrong)
+
+
+@pytest.mark.postgres
+def test_resnapshot_of_a_table_whose_names_hold_dots_spaces_and_quotes(postgres, tmp_path):
+    """Fails first: any name with a dot was refused."""
+    dsn = fresh_database(postgres, "resnap_names")
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute('create schema "Sales Dept"')
+        conn.execute('create table "Sales Dept"."Order.Lines" ("Order Id" int primary key, "Qty ""x""" int)')
+        conn.execute('insert into "Sales Dept"."Order.Lines" select n, n * 2 from generate_series(1, 30) n')
+    assert run_capture(dsn, tmp_path, "--once") == 0  # the slot is created after the rows
+    args = ("--once", "--resnapshot", '"Sales Dept"."Order.Lines"', "--resnapshot-chunk-rows", "8")
+    assert run_capture(dsn, tmp_path, *args) == 0
+    source = tmp_path / source_id(dsn)
+    records = [r for r in _records(landed_files(tmp_path, source.name)) if r.get("schema") == "Sales Dept"]
+    assert len(_resets(records, "Order.Lines")) == 1
+    reads = {
+        tuple(c["value"] for c in r["columns"])
+        for r in records
+        if r["action"] == "R" and r["table"] == "Order.Lines"
+    }
+    assert reads == {(n, n * 2) for n in range(1, 31)}
+    assert not (source / STATE_FILE).exists()
 
 
 @pytest.mark.postgres
