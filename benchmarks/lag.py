@@ -1,6 +1,6 @@
 """Follow mode's lag: from a commit in Postgres to the change visible in consumer_records and the mirrors.
 
-    .venv/bin/python -m benchmarks.lag --rate 1000 --minutes 10 [--min-interval 10] [--test-every S]
+    .venv/bin/python -m benchmarks.lag --rate 1000 --minutes 10 [--min-interval 10] [--build-every S]
 
 Starts a throwaway Postgres (testkit.pg_server, with ``track_commit_timestamp`` on), creates one
 table and a wal2json slot, and starts the follower (``python -m python_jobs.follow --dsn ...``) as a
@@ -287,8 +287,8 @@ def run(args: argparse.Namespace) -> int:
                 str(status_file),
             ]
             command += ["--lock-file", str(root / "follow.lock"), "--min-interval", str(args.min_interval)]
-            if args.test_every is not None:
-                command += ["--test-every", str(args.test_every)]
+            if args.build_every is not None:
+                command += ["--build-every", str(args.build_every)]
             log = open(log_path, "w")  # noqa: SIM115 (closed with the process)
             follower = subprocess.Popen(
                 command,
@@ -426,9 +426,9 @@ def main(argv: list[str] | None = None) -> int:
         help="the follower's --min-interval (default: %(default)g)",
     )
     parser.add_argument(
-        "--test-every",
+        "--build-every",
         type=float,
-        help="the follower's --test-every (default: the follower's own; 0: dbt build every cycle)",
+        help="the follower's --build-every (default: the follower's own; 0: dbt build every cycle)",
     )
     parser.add_argument(
         "--changes-per-transaction",

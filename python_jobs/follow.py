@@ -2,8 +2,9 @@
 
 Each cycle lands the landing zone's new files (the ingestion job's ``run``), writes the typed mirror
 model of any table seen for the first time (``mirrors.generate``), runs dbt in-process on the same
-Spark session (dbt-spark's session method finds it: no second JVM): ``dbt run`` of the models, and
-``dbt build`` with the data tests once per ``--test-every``; then it prints one line
+Spark session (dbt-spark's session method finds it: no second JVM): ``dbt run`` of what consumers
+read (``consumer_records``, the mirrors), and a whole ``dbt build`` once per ``--build-every``; then
+it prints one line
 with each source's lag and writes the status file. A cycle starts as soon as the landing zone
 shows a new or grown file (with nothing new, ``--max-idle`` after the previous one), and never
 sooner than ``--min-interval`` after the previous one started.
@@ -54,9 +55,18 @@ QUARANTINE = "_quarantine"
 # dbt build's selection: every model, seed, snapshot and data test. Unit tests check the models'
 # code, not the data: they belong in CI, not in every cycle.
 DBT_BUILD = ("build", "--exclude-resource-type", "unit_test", "--quiet")
-# A cycle between two builds runs the models only: the data tests scan whole tables, so their cost
-# grows with the history while a cycle's new data does not (--test-every).
-DBT_RUN = ("run", "--quiet")
+# A cycle between two builds runs what consumers read and what it needs. The rest (record_history,
+# the audit models, the snapshot, the data tests, which scan whole tables) runs with the build,
+# at most every --build-every seconds: its cost grows with the history, not with a cycle's changes.
+DBT_RUN = (
+    "run",
+    "--select",
+    "+consumer_records",
+    "+tag:mirror",
+    "+mirror_rejects",
+    "+mirror_tables",
+    "--quiet",
+)
 STAMP_CONF = "spark.databricks.delta.commitInfo.userMetadata"
 
 
@@ -377,7 +387,7 @@ class Options:
     schema: str
     min_interval: float
     max_idle: float
-    test_every: float  # seconds between two dbt builds (with the data tests); 0: every cycle
+    build_every: float  # seconds between two whole dbt builds; 0: every cycle
     max_backoff: float
     status_file: Path | None
     cycles: int | None
@@ -394,8 +404,8 @@ class Follower:
         self.counters = Counters()
         self.capture: Capture | None = None
         self.built = False  # dbt has built everything landed so far, as far as this process knows
-        self.tested = False  # and the data tests have passed on it
-        self.last_tested: float | None = None  # when the last successful dbt build started
+        self.tested = False  # and a whole dbt build (every model, the data tests) has passed on it
+        self.last_tested: float | None = None  # when the last successful whole dbt build started
         # The last dbt build of this process succeeded (else none yet, or it failed: the next one
         # first clears what a cut-short table creation left, clear_unfinished_tables).
         self.last_build_ok = False
@@ -453,11 +463,12 @@ class Follower:
         return sorted({t[0] for t in new})
 
     def dbt_command(self) -> tuple[str, ...] | None:
-        """What the dbt step runs: ``dbt build`` (models, seeds, the snapshot and the data tests)
-        when what has landed is untested and the last build is ``test_every`` seconds old or more;
-        else ``dbt run`` when something landed since the last run; else nothing."""
+        """What the dbt step runs: the whole ``dbt build`` (every model, seed, the snapshot and the
+        data tests) when what has landed has not been through one and the last is ``build_every``
+        seconds old or more; else ``dbt run`` of what consumers read when something landed since the
+        last run; else nothing."""
         if not self.tested and (
-            self.last_tested is None or time.monotonic() - self.last_tested >= self.o.test_every
+            self.last_tested is None or time.monotonic() - self.last_tested >= self.o.build_every
         ):
             return DBT_BUILD
         return None if self.built else DBT_RUN
@@ -698,7 +709,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m python_jobs.follow",
         description="Keep the lake current: land new files, write new tables' mirror models and run "
-        "dbt (the models; the data tests too every --test-every seconds), cycle after cycle, in one "
+        "dbt (consumer_records and the mirrors; a whole dbt build every --build-every seconds), cycle "
+        "after cycle, in one "
         "process with one Spark session; with --dsn, capture from a Postgres slot too. SIGTERM or "
         "Ctrl-C stops it between steps. docs/operations.md.",
     )
@@ -735,12 +747,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "file) this many seconds after the last one started (default 300)",
     )
     parser.add_argument(
-        "--test-every",
+        "--build-every",
         type=_positive_float,
-        default=float(env.get("WAL_LAKE_FOLLOW_TEST_EVERY", "600")),
-        help="seconds between two cycles that run dbt build (every model, seed, the snapshot and the "
-        "data tests); the cycles between run the models only (dbt run). 0: dbt build every cycle "
-        "(env WAL_LAKE_FOLLOW_TEST_EVERY; default 600)",
+        default=float(env.get("WAL_LAKE_FOLLOW_BUILD_EVERY", "600")),
+        help="seconds between two cycles that run the whole dbt build (every model, seed, the snapshot "
+        "and the data tests); the cycles between run consumer_records, the mirrors and what they need "
+        "(dbt run). 0: the whole build every cycle "
+        "(env WAL_LAKE_FOLLOW_BUILD_EVERY; default 600)",
     )
     parser.add_argument(
         "--status-file",
@@ -833,7 +846,7 @@ def _follow(args: argparse.Namespace, stop: threading.Event, out: TextIO, betwee
         schema=args.schema,
         min_interval=args.min_interval,
         max_idle=args.max_idle,
-        test_every=args.test_every,
+        build_every=args.build_every,
         max_backoff=args.max_backoff,
         status_file=args.status_file,
         cycles=args.cycles,

@@ -311,7 +311,7 @@ def bare_follower(tmp_path: Path, **options) -> follow.Follower:
         "schema": "unused",
         "min_interval": 0.0,
         "max_idle": 300.0,
-        "test_every": 0.0,
+        "build_every": 0.0,
         "max_backoff": 300.0,
         "status_file": tmp_path / "status.json",
         "cycles": None,
@@ -395,11 +395,11 @@ def scripted_steps(follower: follow.Follower, files_landed: list[int], monkeypat
     return ran
 
 
-def test_cycles_run_the_models_and_every_test_every_seconds_the_whole_build(tmp_path, monkeypatch):
-    """The data tests run with dbt build once per --test-every; the cycles between run the models
-    (dbt run), and a cycle with nothing new runs neither, unless the tests of what landed are due.
-    Fails first: every cycle with new files ran dbt build."""
-    follower = bare_follower(tmp_path, test_every=0.6)
+def test_cycles_run_the_models_and_every_build_every_seconds_the_whole_build(tmp_path, monkeypatch):
+    """The whole dbt build runs once per --build-every; the cycles between run what consumers read
+    (dbt run), and a cycle with nothing new runs neither, unless the whole build of what landed is
+    due. Fails first: every cycle with new files ran dbt build."""
+    follower = bare_follower(tmp_path, build_every=0.6)
     ran = scripted_steps(follower, [1, 1, 1, 0, 0, 1], monkeypatch)
     assert follower.cycle()  # new files; no build yet in this process
     assert follower.cycle()  # new files, the tests ran just now
@@ -407,16 +407,39 @@ def test_cycles_run_the_models_and_every_test_every_seconds_the_whole_build(tmp_
     assert follower.cycle()  # nothing new, the tests of the last two cycles' files not yet due
     assert ran == ["build", "run", "run"]
     time.sleep(0.7)
-    assert follower.cycle()  # nothing new, but what landed is untested and the tests are due
+    assert follower.cycle()  # nothing new, but the whole build of what landed is due
     assert follower.cycle()  # new files, the tests ran just now
     assert ran == ["build", "run", "run", "build", "run"]
     reports = [line for line in follower.out.getvalue().splitlines() if line.startswith("follow: cycle")]
     assert "dbt build" in reports[0] and "dbt run" in reports[1] and "dbt" not in reports[3], reports
 
-    every_cycle = bare_follower(tmp_path, test_every=0.0)
+    every_cycle = bare_follower(tmp_path, build_every=0.0)
     built = scripted_steps(every_cycle, [1, 1, 0], monkeypatch)
     assert every_cycle.cycle() and every_cycle.cycle() and every_cycle.cycle()
     assert built == ["build", "build"]
+
+
+def test_a_cycle_between_builds_runs_what_consumers_read_and_what_it_needs():
+    """consumer_records, the mirrors and their parents; not the models whose cost grows with the
+    history (record_history, the audit models), which wait for the whole build."""
+    from dbt.cli.main import dbtRunner
+
+    selection = [arg for arg in follow.DBT_RUN if arg not in ("run", "--quiet")]
+    result = dbtRunner().invoke(
+        ["ls", "--resource-type", "model", "--output", "name", "--quiet", *selection]
+        + ["--project-dir", str(PROJECT_DIR), "--profiles-dir", str(PROJECT_DIR)]
+    )
+    assert result.success, result.exception
+    names = set(result.result)
+    assert {
+        "consumer_records",
+        "sequin_events",
+        "source_records",
+        "column_registry",
+        "mirror_rejects",
+    } <= names
+    assert {"mirror_tables", "stg_wal__events"} <= names
+    assert not names & {"record_history", "sequin_violations", "keyless_changes", "unannounced_ddl"}
 
 
 # --- killed at random points, with a live Postgres ---------------------------------------------------
