@@ -226,7 +226,7 @@ def typed_record(record: Mapping[str, str | None], types: Mapping[str, str]) -> 
 # --- Postgres: the truth -------------------------------------------------------------------------
 
 
-def _split(name: str) -> tuple[str, str]:
+def split_name(name: str) -> tuple[str, str]:
     """``schema.table``: the schema's name holds no dot (the workload's do not), a table's may."""
     schema, dot, table = name.partition(".")
     return (schema, table) if dot else ("public", name)
@@ -237,7 +237,7 @@ def postgres_state(conn, tables: Iterable[str]) -> State:
     table's own rows only (``only``): Postgres reports a child table's changes under the child."""
     state: State = {}
     for name in tables:
-        schema, table = _split(name)
+        schema, table = split_name(name)
         # A column named like the alias would shadow the row: the alias is one no table uses.
         query = sql.SQL(
             "select to_jsonb(wal_lake_oracle_row)::text from only {}.{} as wal_lake_oracle_row"
@@ -251,7 +251,7 @@ def table_types(conn, tables: Iterable[str]) -> tuple[Types, Keys]:
     types: Types = {}
     keys: Keys = {}
     for name in tables:
-        schema, table = _split(name)
+        schema, table = split_name(name)
         qualified = f"{schema}.{table}"
         rows = conn.execute(
             """
