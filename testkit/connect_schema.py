@@ -32,8 +32,21 @@ CONNECT_TYPES = {
 
 
 def connect_field(name: str, pg_type: str, optional: bool = True) -> dict:
-    """A column's field in a row's Connect schema; its precision and scale propagated for a numeric."""
+    """A column's field in a row's Connect schema; its precision and scale propagated for a numeric.
+    An array (one dimension: Debezium's only) is Connect's ``array`` of its element's schema, its
+    propagated type Postgres' name for the array type (``_INT4``, ``_JSONB``)."""
     kind = base_type(pg_type)
+    if kind.endswith("[]"):
+        element = connect_field(name, kind[:-2])
+        items = {key: value for key, value in element.items() if key not in ("field", "parameters")}
+        parameters = {SOURCE_TYPE: "_" + element["parameters"][SOURCE_TYPE]}
+        return {
+            "type": "array",
+            "optional": optional,
+            "field": name,
+            "items": items,
+            "parameters": parameters,
+        }
     if kind not in CONNECT_TYPES:
         raise ValueError(f"no Debezium rendering for the Postgres type {pg_type!r} (column {name})")
     connect, semantic, source_type = CONNECT_TYPES[kind]
@@ -51,6 +64,10 @@ def connect_type(pg_type: str) -> str:
     """What the ingestion records as the type of a column rendered from ``pg_type``
     (``debezium_envelope.connect_type``): ``string (NUMERIC(12,2))``, ``io.debezium.time.Date (DATE)``."""
     field = connect_field("c", pg_type)
+    if field["type"] == "array":
+        items = field["items"]
+        element = items.get("name", items["type"])
+        return f"array<{element}> ({field['parameters'][SOURCE_TYPE]})"
     parameters = field["parameters"]
     source_type = parameters[SOURCE_TYPE]
     if SOURCE_LENGTH in parameters:

@@ -17,7 +17,15 @@ for it (JSON converter, ``decimal.handling.mode=string``, default ``time.precisi
   record's start, which one below wal2json's (its record's end) stands for.
 - Values: integers and floats as JSON numbers (NaN and infinities quoted), numeric as its text, timestamptz as
   ``io.debezium.time.ZonedTimestamp`` (ISO-8601 in UTC, ``Z``), date as ``io.debezium.time.Date``
-  (days since the epoch), json/jsonb and text as strings.
+  (days since the epoch in the proleptic Gregorian calendar, as ``LocalDate.toEpochDay``: a BC date
+  is a day before 0001-01-01), json/jsonb and text as strings, a one-dimensional array as a JSON array
+  of its elements so rendered. Not rendered (the oracle leaves their table out): a date's
+  ``infinity`` and arrays of more than one dimension.
+- Each event's row schema is the table's columns as the change sent them: a change that names a
+  column the table did not have, or a column with another type, follows DDL the stream does not
+  carry (a column added, altered or renamed), and from then on the table's events have that change's
+  columns (the workload's tables that get such DDL have no TOASTed columns, so every insert and
+  update names each column).
 
 Every key and value is in the JSON converter's schema wrapper (``schemas.enable=true``): a row's
 Connect schema names each column's Connect type and, as ``column.propagate.source.type=.*`` sets,
@@ -38,17 +46,16 @@ from __future__ import annotations
 import base64
 import json
 from dataclasses import dataclass
-from datetime import UTC, date, datetime
+from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
 
 from python_jobs.lsn import parse_lsn
 from testkit.connect_schema import connect_field
-from testkit.oracle import FLOAT_TYPES, INTEGER_TYPES, SPECIAL_NUMBERS, base_type
+from testkit.oracle import FLOAT_TYPES, INTEGER_TYPES, SPECIAL_NUMBERS, base_type, parse_pg_array
 
 UNAVAILABLE = "__debezium_unavailable_value"
 VERSION = "2.7.3.Final"
-EPOCH_DAY = date(1970, 1, 1)
 SNAPSHOT_TXID = 1
 
 
@@ -63,6 +70,7 @@ class Event:
     table: str | None
     value: dict
     key: dict | None
+    columns: dict | None = None  # a row event's columns and Postgres types, as the change sent them
 
 
 def debezium_value(pg_type: str, value):
@@ -83,8 +91,30 @@ def debezium_value(pg_type: str, value):
         moment = datetime.fromisoformat(str(value)).astimezone(UTC)
         return moment.isoformat().replace("+00:00", "Z")
     if kind == "date":
-        return (date.fromisoformat(str(value)) - EPOCH_DAY).days
+        return epoch_days(str(value))
+    if kind.endswith("[]"):
+        items = parse_pg_array(value)
+        if any(isinstance(item, list) for item in items) or str(value).startswith("["):
+            raise ValueError(f"no Debezium rendering for an array of more than one dimension: {value}")
+        return [debezium_value(kind[:-2], item) for item in items]
     return value if isinstance(value, str) else json.dumps(value)
+
+
+def epoch_days(text: str) -> int:
+    """A Postgres date's text (``2026-01-01``, ``0044-03-15 BC``) as days since 1970-01-01 in the
+    proleptic Gregorian calendar (Howard Hinnant's days_from_civil; year 0 is 1 BC)."""
+    if text in ("infinity", "-infinity"):
+        raise ValueError(f"no Debezium rendering for the date {text}")
+    bc = text.endswith(" BC")
+    year, month, day = (int(part) for part in text.removesuffix(" BC").split("-"))
+    if bc:
+        year = 1 - year
+    year -= month <= 2
+    era = year // 400
+    yoe = year - era * 400
+    doy = (153 * (month + (-3 if month > 2 else 9)) + 2) // 5 + day - 1
+    doe = yoe * 365 + yoe // 4 - yoe // 100 + doy
+    return era * 146097 + doe - 719468
 
 
 def _columns(change: dict, field: str) -> dict[str, tuple[str, object]]:
@@ -100,6 +130,16 @@ class Renderer:
         self.skip = skip
         self.previous_commit: int | None = None
         self.events: list[Event] = []
+        self.columns: dict[str, dict[str, str]] = {}  # each table's columns as last sent
+
+    def _columns_now(self, table: str, change: dict) -> dict[str, str]:
+        """The table's columns and types at ``change``: the ones before, unless the change names a
+        column they lack or one with another type (DDL came between): then the change's."""
+        sent = {c["name"]: c["type"] for c in change.get("columns", [])}
+        columns = self.columns.setdefault(table, dict(self.types[table]))
+        if any(columns.get(name) != pg_type for name, pg_type in sent.items()):
+            columns = self.columns[table] = sent
+        return columns
 
     def _source(self, schema, table, lsn: int, txid, ts_ms: int, snapshot: str = "false") -> dict:
         previous = None if self.previous_commit is None else str(self.previous_commit)
@@ -118,34 +158,35 @@ class Renderer:
             "xmin": None,
         }
 
-    def _row(self, table: str, values: dict[str, tuple[str, object]], fill: bool) -> dict:
-        """All the table's columns: the ones given rendered, the others null (``fill``) or unavailable."""
+    def _row(self, columns: dict[str, str], values: dict[str, tuple[str, object]], fill: bool) -> dict:
+        """All the table's ``columns``: the ones given rendered, the others null (``fill``) or unavailable."""
         row = {}
-        for name in self.types[table]:
+        for name in columns:
             if name in values:
                 row[name] = debezium_value(values[name][0], values[name][1])
             else:
                 row[name] = None if fill else UNAVAILABLE
         return row
 
-    def _key(self, table: str, pk: list[str], row: dict) -> dict | None:
+    def _key(self, pk: list[str], row: dict) -> dict | None:
         return {name: row[name] for name in pk} if pk else None
 
-    def _add(self, group, action, schema, table, value, key, transaction=None) -> None:
+    def _add(self, group, action, schema, table, value, key, transaction=None, columns=None) -> None:
         value = {**value, "transaction": transaction if self.keyed else None}
-        self.events.append(Event(group, action, schema, table, value, key))
+        self.events.append(Event(group, action, schema, table, value, key, columns))
 
     def snapshot(self, lsn: int, ts_ms: int, reads: list[dict]) -> None:
         reads = [r for r in reads if f"{r['schema']}.{r['table']}" not in self.skip]
         for n, read in enumerate(reads):
             table = f"{read['schema']}.{read['table']}"
             flag = "first" if n == 0 else "last" if n == len(reads) - 1 else "true"
-            after = self._row(table, _columns(read, "columns"), fill=True)
+            columns = self._columns_now(table, read)
+            after = self._row(columns, _columns(read, "columns"), fill=True)
             source = self._source(read["schema"], read["table"], lsn, SNAPSHOT_TXID, ts_ms, flag)
             pk = [c["name"] for c in read.get("pk", [])]
             value = {"before": None, "after": after, "source": source, "op": "r", "ts_ms": ts_ms}
-            key = self._key(table, pk, after)
-            self._add(("snapshot", lsn), "read", read["schema"], read["table"], value, key)
+            key = self._key(pk, after)
+            self._add(("snapshot", lsn), "read", read["schema"], read["table"], value, key, None, columns)
         self.previous_commit = None if self.keyed else lsn
 
     def message(self, record: dict, ts_ms: int, txid=None, group=None, transaction=None) -> None:
@@ -181,38 +222,39 @@ class Renderer:
             if table in self.skip:
                 continue
             source = self._source(change["schema"], change["table"], lsn, xid, ts_ms)
-            for action, value, key in self._row_events(change, table, source):
+            columns = self._columns_now(table, change)
+            for action, value, key in self._row_events(change, columns, source):
                 order += 1
                 if self.keyed:
                     group = ("transaction", commit_lsn, order)
                 metadata = self._metadata(xid, commit_lsn, order)
                 value = {**value, "ts_ms": ts_ms}
-                self._add(group, action, change["schema"], change["table"], value, key, metadata)
+                self._add(group, action, change["schema"], change["table"], value, key, metadata, columns)
         self.previous_commit = commit_lsn
 
     @staticmethod
     def _metadata(xid: int, commit_lsn: int, order: int) -> dict:
         return {"id": f"{xid}:{commit_lsn}", "total_order": order, "data_collection_order": order}
 
-    def _row_events(self, change: dict, table: str, source: dict):
+    def _row_events(self, change: dict, columns: dict[str, str], source: dict):
         action = change["action"]
         if action == "T":
             return [("truncate", {"before": None, "after": None, "source": source, "op": "t"}, None)]
         pk = [c["name"] for c in change.get("pk", [])]
         identity = _columns(change, "identity")
-        full_identity = set(identity) == set(self.types[table])
-        before = self._row(table, identity, fill=True) if identity else None
+        full_identity = set(identity) == set(columns)
+        before = self._row(columns, identity, fill=True) if identity else None
         if action == "D":
-            key = self._key(table, pk, before)
+            key = self._key(pk, before)
             return [("delete", {"before": before, "after": None, "source": source, "op": "d"}, key)]
-        after = self._row(table, _columns(change, "columns"), fill=action == "I")
-        key = self._key(table, pk, after)
+        after = self._row(columns, _columns(change, "columns"), fill=action == "I")
+        key = self._key(pk, after)
         if action == "I":
             return [("insert", {"before": None, "after": after, "source": source, "op": "c"}, key)]
         # Debezium takes the old key from the old row: under REPLICA IDENTITY USING INDEX on other
         # columns it holds the index's columns only, so the key's values are null there, the keys
         # differ, and the update is written as a delete (before: the index's columns) and a create.
-        old_key = self._key(table, pk, before) if before else key
+        old_key = self._key(pk, before) if before else key
         if old_key != key:
             delete = {"before": before, "after": None, "source": source, "op": "d"}
             create = {"before": None, "after": after, "source": source, "op": "c"}
@@ -220,8 +262,9 @@ class Renderer:
         shown = before if full_identity else None
         return [("update", {"before": shown, "after": after, "source": source, "op": "u"}, key)]
 
-    def _row_schema(self, table: str, columns: list[str] | None = None, optional: bool = True) -> dict:
-        types = self.types[table]
+    def _row_schema(
+        self, table: str, types: dict[str, str], columns: list[str] | None = None, optional: bool = True
+    ) -> dict:
         fields = [connect_field(c, types[c], optional) for c in (columns or types)]
         return {"type": "struct", "optional": optional, "name": f"oracle.{table}.Value", "fields": fields}
 
@@ -229,7 +272,7 @@ class Renderer:
         """The envelope's Connect schema (abridged to what a reader needs: the row's fields)."""
         fields = [{"type": "string", "optional": False, "field": "op"}]
         if event.schema is not None and event.action != "truncate":
-            row = self._row_schema(f"{event.schema}.{event.table}")
+            row = self._row_schema(f"{event.schema}.{event.table}", event.columns)
             fields = [{**row, "field": "before"}, {**row, "field": "after"}, *fields]
         name = (
             f"oracle.{event.schema}.{event.table}.Envelope"
@@ -245,7 +288,7 @@ class Renderer:
             if event.key is not None:
                 table = f"{event.schema}.{event.table}"
                 key = {
-                    "schema": self._row_schema(table, list(event.key), optional=False),
+                    "schema": self._row_schema(table, event.columns, list(event.key), optional=False),
                     "payload": event.key,
                 }
             return json.dumps({"key": key, "value": value}, separators=(",", ":"))

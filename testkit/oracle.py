@@ -57,6 +57,8 @@ INTEGER_TYPES = frozenset({"smallint", "integer", "bigint", "oid"})
 SPECIAL_NUMBERS = frozenset({"NaN", "Infinity", "-Infinity"})
 FLOAT_TYPES = frozenset({"real", "double precision"})
 _TYPMOD = re.compile(r"\([^)]*\)")
+# A JSON array (``[1, null]``, ``[]``), not Postgres' explicit bounds (``[0:1]={7,8}``).
+_JSON_ARRAY = re.compile(r"\[(?![-0-9]+:[-0-9]+\]=)")
 EPOCH_DAY = date(1970, 1, 1)
 
 State = dict[str, list[dict]]  # "schema.table" -> rows (column -> value)
@@ -87,7 +89,9 @@ def typed_value(pg_type: str, value):
     kind = base_type(pg_type)
     if kind.endswith("[]"):
         element_type = kind[:-2]
-        items = parse_pg_array(value) if isinstance(value, str) else value
+        items = value
+        if isinstance(value, str):  # Postgres' text, or the JSON array a Debezium record holds
+            items = json.loads(value) if _JSON_ARRAY.match(value) else parse_pg_array(value)
         return _typed_items(element_type, items)
     if kind in INTEGER_TYPES:
         return int(str(value))
@@ -110,10 +114,10 @@ def typed_value(pg_type: str, value):
     if kind == "timestamp without time zone":
         return _parse_timestamp(str(value))
     if kind == "date":
-        if value in ("infinity", "-infinity"):
+        if value in ("infinity", "-infinity") or str(value).endswith(" BC"):
             return value
         if re.fullmatch(r"-?[0-9]+", str(value)):  # Debezium's io.debezium.time.Date: days since 1970
-            return EPOCH_DAY + timedelta(days=int(value))
+            return _epoch_date(int(value))
         return date.fromisoformat(str(value))
     if kind == "time without time zone":
         return time.fromisoformat(str(value))
@@ -127,6 +131,24 @@ def typed_value(pg_type: str, value):
     if kind == "uuid":
         return str(value).lower()
     return value if isinstance(value, str) else json.dumps(value)
+
+
+def _epoch_date(days: int) -> date | str:
+    """Debezium's day number as a date; before the year 1 (which Python's dates do not reach) as
+    Postgres writes it, ``0044-03-15 BC``: the proleptic Gregorian calendar, year 0 being 1 BC."""
+    if days >= (date(1, 1, 1) - EPOCH_DAY).days:
+        return EPOCH_DAY + timedelta(days=days)
+    # Howard Hinnant's civil_from_days.
+    z = days + 719468
+    era = z // 146097
+    doe = z - era * 146097
+    yoe = (doe - doe // 1460 + doe // 36524 - doe // 146096) // 365
+    doy = doe - (365 * yoe + yoe // 4 - yoe // 100)
+    mp = (5 * doy + 2) // 153
+    day = doy - (153 * mp + 2) // 5 + 1
+    month = mp + 3 if mp < 10 else mp - 9
+    year = yoe + era * 400 + (month <= 2)
+    return f"{1 - year:04d}-{month:02d}-{day:02d} BC"
 
 
 def _typed_items(element_type: str, items):
@@ -204,9 +226,10 @@ def typed_record(record: Mapping[str, str | None], types: Mapping[str, str]) -> 
 # --- Postgres: the truth -------------------------------------------------------------------------
 
 
-def _split(name: str) -> tuple[str, str]:
-    schema, _, table = name.rpartition(".")
-    return schema or "public", table
+def split_name(name: str) -> tuple[str, str]:
+    """``schema.table``: the schema's name holds no dot (the workload's do not), a table's may."""
+    schema, dot, table = name.partition(".")
+    return (schema, table) if dot else ("public", name)
 
 
 def postgres_state(conn, tables: Iterable[str]) -> State:
@@ -214,7 +237,7 @@ def postgres_state(conn, tables: Iterable[str]) -> State:
     table's own rows only (``only``): Postgres reports a child table's changes under the child."""
     state: State = {}
     for name in tables:
-        schema, table = _split(name)
+        schema, table = split_name(name)
         # A column named like the alias would shadow the row: the alias is one no table uses.
         query = sql.SQL(
             "select to_jsonb(wal_lake_oracle_row)::text from only {}.{} as wal_lake_oracle_row"
@@ -228,7 +251,7 @@ def table_types(conn, tables: Iterable[str]) -> tuple[Types, Keys]:
     types: Types = {}
     keys: Keys = {}
     for name in tables:
-        schema, table = _split(name)
+        schema, table = split_name(name)
         qualified = f"{schema}.{table}"
         rows = conn.execute(
             """
@@ -272,6 +295,30 @@ def user_tables(conn) -> list[str]:
         """
     ).fetchall()
     return [row[0] for row in rows]
+
+
+def as_table_rows(rows: Iterable[Mapping], changes: Mapping | None) -> list[dict]:
+    """Rows as the contract leaves them after DDL the stream does not carry (a record, a replayed
+    row, a mirror's row), in the table's shape of today, for comparing with ``select * from t``.
+
+    ``changes`` (``workload.SCHEMA_CHANGES`` of the table) names the columns ``added`` after rows
+    were written and the columns ``renamed`` (new name -> old name). A row not sent since a column was
+    added lacks it (the table holds null there); a row sent since a rename holds the new name, and
+    still the old one with its value from before, while a row not sent since holds the old name only:
+    the value is ``coalesce(new, old)`` (the contract's DDL section), and the old name goes."""
+    if not changes:
+        return [dict(row) for row in rows]
+    shaped = []
+    for row in rows:
+        row = dict(row)
+        for new, old in changes.get("renamed", {}).items():
+            previous = row.pop(old, None)
+            if row.get(new) is None:
+                row[new] = previous
+        for column in changes.get("added", ()):
+            row.setdefault(column, None)
+        shaped.append(row)
+    return shaped
 
 
 # --- comparing -----------------------------------------------------------------------------------

@@ -21,6 +21,21 @@ Tables:
 - ``gauges``: NaN and infinities in numeric, real and double precision, written with the initial
   rows and never touched again: wal2json streams them as null, only a snapshot carries them.
 
+The edges (``create_edges``, ``edge_rows``, ``edge_changes``; the soak and the oracle run them, the
+sessions never touch these tables), for the typed mirrors: values a mirror must hold exactly or list
+in ``mirror_rejects``, and DDL in the middle of the stream:
+- ``Order.Lines`` in the schema ``Sales Dept``: a schema with a space, a table with a dot, columns
+  ``Order Id``, ``Qty "x"`` (a quote in the name) and ``unit.price``. After the snapshot:
+  ``unit.price`` goes from ``numeric(12,2)`` to ``numeric(12,4)`` (then 1.2345 and 0.0001 arrive),
+  ``Added Col`` is added as ``integer`` and widened to ``bigint``, and ``Qty "x"`` is renamed
+  ``Qty "y"`` (the stream carries none of this DDL; ``SCHEMA_CHANGES`` says what each column was
+  sent as).
+- ``edge_values``: BC dates, ``jsonb[]`` of objects, ``text[]`` with NULLs, quotes and commas,
+  ``integer[]`` with NULLs.
+- ``edge_text_only``: ``infinity`` and ``-infinity`` dates and multi-dimensional arrays, which only
+  Postgres' text carries (a Debezium rendering leaves the table out: its ``Date`` is a day number,
+  its arrays have one dimension).
+
 Operations: inserts, updates of a few columns (TOASTed column untouched), updates of the TOASTed
 column, several touches of one row in one transaction, delete as the last touch, delete then
 re-insert, primary-key updates, key chains (A->B->C, A->B->A) and swaps of rows with a TOASTed
@@ -117,6 +132,90 @@ insert into {s}.gauges values
     (4, 1.5, -0.25, 10.50),
     (5, null, null, null)
 """
+
+# The edge tables ("schema.table"; the schema name has no dot, the table name may).
+EDGE_SCHEMA = "Sales Dept"
+ODD_TABLE = f"{EDGE_SCHEMA}.Order.Lines"
+EDGE_TABLES = (ODD_TABLE, "public.edge_values", "public.edge_text_only")
+# Only Postgres' text carries these values (infinite dates, arrays of more than one dimension).
+TEXT_ONLY_TABLES = ("public.edge_text_only",)
+EDGE_DDL = '''
+create schema "Sales Dept";
+create table "Sales Dept"."Order.Lines" (
+    "Order Id" integer primary key,
+    "Qty ""x""" integer,
+    "unit.price" numeric(12, 2)
+);
+create table public.edge_values (
+    id integer primary key,
+    day date,
+    docs jsonb[],
+    tags text[],
+    grid integer[]
+);
+create table public.edge_text_only (
+    id integer primary key,
+    day date,
+    grid integer[]
+);
+'''
+EDGE_ROWS = """
+insert into "Sales Dept"."Order.Lines" values (1, 5, 10.50), (2, 6, 0.01), (3, null, -7.25), (4, 8, null);
+insert into public.edge_values values
+    (1, '0044-03-15 BC', array['{"a": 1, "b": {"c": [1, 2]}}', '{"s": "x,y"}']::jsonb[],
+        array['plain', null, 'say "hi"', 'a,b', '{x}', 'NULL', ''], '{1,NULL,3}'),
+    (2, '2026-01-01', array['{"n": 1.50}', null]::jsonb[], '{}', '{NULL}'),
+    (3, '0001-01-01 BC', '{}', null, '{}'),
+    (4, null, null, array['only'], '{-2147483648,2147483647}');
+insert into public.edge_text_only values
+    (1, 'infinity', '{{1,2},{3,4}}'),
+    (2, '-infinity', '{{{1}},{{NULL}}}'),
+    (3, '2026-02-03', '{5,NULL}');
+"""
+# In the middle of the stream, each statement in a transaction of its own (a DDL statement is one
+# too): the column's type changes between the changes that send it. The renamed column is never set
+# to null after its rename (the contract reads a row's value as coalesce(new, old): a row not touched
+# since the rename holds the old name only).
+EDGE_CHANGES = (
+    """insert into "Sales Dept"."Order.Lines" values (5, 9, 99999999.99)""",
+    """alter table "Sales Dept"."Order.Lines" alter column "unit.price" type numeric(12, 4)""",
+    """insert into "Sales Dept"."Order.Lines" values (6, 1, 1.2345), (7, 2, 0.0001)""",
+    """update "Sales Dept"."Order.Lines" set "unit.price" = 3.1416 where "Order Id" = 1""",
+    """alter table "Sales Dept"."Order.Lines" add column "Added Col" integer""",
+    """insert into "Sales Dept"."Order.Lines" values (8, 3, 2.5, 7)""",
+    """update "Sales Dept"."Order.Lines" set "Added Col" = 42 where "Order Id" = 2""",
+    """alter table "Sales Dept"."Order.Lines" alter column "Added Col" type bigint""",
+    """insert into "Sales Dept"."Order.Lines" values (9, 4, 0.5, 1099511627776)""",
+    """update "Sales Dept"."Order.Lines" set "Added Col" = -1099511627776 where "Order Id" = 8""",
+    'alter table "Sales Dept"."Order.Lines" rename column "Qty ""x""" to "Qty ""y"""',
+    'update "Sales Dept"."Order.Lines" set "Qty ""y""" = 101 where "Order Id" in (1, 6)',
+    """insert into "Sales Dept"."Order.Lines" values (10, 11, 12.3456, null)""",
+    """delete from "Sales Dept"."Order.Lines" where "Order Id" = 7""",
+    """update public.edge_values set day = '2026-03-15' where id = 3""",
+    """update public.edge_values set day = '0100-01-01 BC', grid = '{7,NULL}' where id = 2""",
+    """insert into public.edge_values values
+        (5, '1999-12-31', array['{"k": [{"x": null}]}']::jsonb[], array['z', null], '{NULL,NULL}')""",
+    """delete from public.edge_values where id = 4""",
+    """update public.edge_text_only set grid = '{9}' where id = 1""",
+    """insert into public.edge_text_only values (4, 'infinity', '{{7}}')""",
+)
+# What the edge DDL does to the columns of a table, for the comparisons: the types each column was
+# sent with, in order (the capture sends each change's types; nothing announces the DDL), the
+# columns added after rows were written (absent from a row not touched since: null in the table),
+# and the columns renamed (new name -> old name).
+SCHEMA_CHANGES = {
+    ODD_TABLE: {
+        "types_sent": {
+            "Order Id": ["integer"],
+            'Qty "x"': ["integer"],
+            "unit.price": ["numeric(12,2)", "numeric(12,4)"],
+            "Added Col": ["integer", "bigint"],
+            'Qty "y"': ["integer"],
+        },
+        "added": ["Added Col"],
+        "renamed": {'Qty "y"': 'Qty "x"'},
+    }
+}
 
 RETRYABLE = (
     errors.DeadlockDetected,
@@ -495,6 +594,21 @@ class Session:
     def close(self) -> None:
         self.conn.close()
         self.side.close()
+
+
+def create_edges(conn: psycopg.Connection) -> None:
+    """The edge tables (``EDGE_TABLES``) in a fresh database, with their first rows."""
+    conn.execute(sql.SQL("drop schema if exists {} cascade").format(sql.Identifier(EDGE_SCHEMA)))
+    conn.execute("drop table if exists public.edge_values, public.edge_text_only")
+    conn.execute(EDGE_DDL)
+    conn.execute(EDGE_ROWS)
+
+
+def edge_changes(dsn: str) -> None:
+    """The edge tables' changes and DDL (``EDGE_CHANGES``), each committed on its own."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for statement in EDGE_CHANGES:
+            conn.execute(statement)
 
 
 def seed_rows(dsn: str, schema: str, seed: int, rows: int = 30) -> None:

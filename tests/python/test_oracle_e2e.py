@@ -19,7 +19,16 @@ over everything), incrementally. Then for every source:
   the Connect type with the propagated Postgres type (Debezium, in the schema wrapper);
 - for four of the wal2json seeds and both Debezium renderings (MIRRORED), every keyed table's typed
   mirror equals `select * from t` too, compared typed (each column in the Spark type its Postgres
-  type maps to, whichever format carried it), with nothing in mirror_rejects;
+  type maps to, whichever format carried it), except the values the contract rejects (BC dates,
+  `infinity`, arrays of more than one dimension): null in the mirror and each in mirror_rejects
+  with its reason and the value Postgres holds, and nothing else rejected;
+- every seed has the workload's edge tables (a schema, table and columns named with a space, a dot
+  and quotes; BC and infinite dates; jsonb[] of objects; arrays with NULLs and of more dimensions),
+  one of whose columns is altered from numeric(12,2) to numeric(12,4), one added and widened from
+  integer to bigint and one renamed, right after the snapshot: consumer_records and the mirrors are
+  compared as the contract's DDL section says (a renamed column's value is coalesce(new, old)),
+  column_registry holds each type a column was sent with, in order, unannounced_ddl reports the
+  rename and nothing else, and the dbt tests of the edge tables' mirrors pass;
 - sequin_events holds exactly the changes Postgres decoded, once each, in decode order (taken from a
   slot that nothing advanced, not from any rule about positions), at distinct positions, with a
   null record_pk for a keyless table's changes and a key for every other row change.
@@ -49,8 +58,9 @@ DEBEZIUM_KEYED_SEED = 2
 DEBEZIUM_BARE_SEED = 12
 KEYLESS = frozenset(f"public.{table}" for table in workload.KEYLESS_TABLES)
 # Identical rows of a keyless table at one LSN (a snapshot's reads, one statement's rows) cannot be
-# told apart in Debezium's lines and collapse into one position (README, known limits).
-DEBEZIUM_SKIPPED = KEYLESS
+# told apart in Debezium's lines and collapse into one position (README, known limits). A date's
+# infinity and arrays of more than one dimension have no Debezium rendering (workload.TEXT_ONLY_TABLES).
+DEBEZIUM_SKIPPED = KEYLESS | frozenset(workload.TEXT_ONLY_TABLES)
 PROBLEMS_PER_SOURCE = 4  # enough to see what differs, short enough to see every source
 # The Spark type each Postgres type of the workload's tables must have in a typed mirror.
 MIRROR_TYPES = {
@@ -65,10 +75,24 @@ MIRROR_TYPES = {
     "double precision": "double",
     "real": "float",
     "date": "date",
+    "integer[]": "array<int>",
+    "text[]": "array<string>",
+    "jsonb[]": "array<variant>",
 }
+# A column sent with several types (workload.SCHEMA_CHANGES) has the Spark type that holds them all:
+# numeric(12,2) then numeric(12,4) is decimal(14,4) (docs/contract.md, typed mirrors' schema changes).
+MIRROR_TYPES_AFTER_DDL = {
+    (workload.ODD_TABLE, "unit.price"): "decimal(14,4)",
+    (workload.ODD_TABLE, "Added Col"): "bigint",
+}
+# Why the mirror lists a value instead of holding it (docs/contract.md, "Exact or rejected").
+BC_DATE = "a BC date: the mirror holds dates from the year 1 on"
+INFINITE = "{} has no date or timestamp value: not moved to one"
+DIMENSIONS = "a multi-dimensional array or one with explicit bounds: {} holds one dimension"
 # The sources whose tables get typed mirrors: a mirror per table is a dbt step per table (about 2 s
-# each in the suite, 7 tables a source), so four wal2json seeds (one with a copied file, the one with a
-# late file) and the two Debezium renderings; every table of the workload is among them.
+# each in the suite, 10 tables a source, 8 for Debezium), so four wal2json seeds (one with a copied
+# file, the one with a late file) and the two Debezium renderings; every table of the workload is
+# among them.
 # WAL_LAKE_ORACLE_MIRRORS=all mirrors every source (docs/testing.md: about 2.5 minutes more).
 MIRRORED = tuple(f"soak_{seed}.soak_{seed}" for seed in (1, 3, 14, 20)) + (  # wal2json_source(seed)
     f"debezium_keyed.soak_{DEBEZIUM_KEYED_SEED}",
@@ -82,12 +106,14 @@ if os.environ.get("WAL_LAKE_ORACLE_MIRRORS") == "all":
 # source_records is built with consumer_records.
 MIRROR_MODELS = ("tag:mirror", "mirror_tables", "mirror_rejects")
 TABLE_KEYS = {
-    "accounts": "id",
-    "tags": "code",
-    "memberships": "team,account_id",
-    "documents": "id",
-    "devices": "id",
-    "gauges": "id",
+    "public.accounts": "id",
+    "public.tags": "code",
+    "public.memberships": "team,account_id",
+    "public.documents": "id",
+    "public.devices": "id",
+    "public.gauges": "id",
+    workload.ODD_TABLE: "Order Id",
+    "public.edge_values": "id",
 }
 
 
@@ -196,7 +222,10 @@ def run_seeds(dsn: str, seeds, landing: Path, decoded: dict, holding: Path) -> t
 
 def write_table_keys(path: Path) -> Path:
     source_id = f"debezium_bare.soak_{DEBEZIUM_BARE_SEED}"
-    rows = [f'{source_id},public,{table},"{keys}"' for table, keys in TABLE_KEYS.items()]
+    rows = [
+        f'{source_id},{schema},{table},"{keys}"'
+        for (schema, table), keys in ((oracle.split_name(name), keys) for name, keys in TABLE_KEYS.items())
+    ]
     path.write_text("source_id,source_schema,source_table,key_columns\n" + "\n".join(rows) + "\n")
     return path
 
@@ -216,8 +245,29 @@ SEQUIN_ROWS = (
 )
 REGISTRY_ROWS = (
     "select source_id, source_schema, source_table, column_name, source_type, spark_type"
-    " from {schema}.column_registry"
+    " from {schema}.column_registry order by first_commit_lsn, first_commit_idx"
 )
+
+
+DDL_ROWS = (
+    "select source_id, source_schema, source_table, change_kind, before_value, after_value"
+    " from {schema}.unannounced_ddl"
+)
+
+
+def ddl_problems(rows: list) -> list[str]:
+    """unannounced_ddl (a source's ``rows`` of DDL_ROWS) reports the one DDL it can see in the data,
+    the rename of workload.SCHEMA_CHANGES (the altered type and the added column are not renames),
+    and nothing else."""
+    found = sorted(
+        (f"{r.source_schema}.{r.source_table}", r.change_kind, r.before_value, r.after_value) for r in rows
+    )
+    expected = [
+        (table, "column renamed or replaced", old, new)
+        for table, changes in workload.SCHEMA_CHANGES.items()
+        for new, old in changes["renamed"].items()
+    ]
+    return [] if found == expected else [f"unannounced_ddl: {found} != {expected}"]
 
 
 def sequin_problems(rows: list, t: dict) -> list[str]:
@@ -269,8 +319,13 @@ def registry_problems(rows: list, t: dict) -> list[str]:
     problems = [
         f"column_registry: {r.column_name} ({r.source_type}): no Spark type" for r in rows if not r.spark_type
     ]
+    history: dict[str, dict[str, list[str]]] = {}  # tables with DDL: every type, first sent first
     for r in rows:
-        columns = found.setdefault(f"{r.source_schema}.{r.source_table}", {})
+        table = f"{r.source_schema}.{r.source_table}"
+        if table in workload.SCHEMA_CHANGES:
+            history.setdefault(table, {}).setdefault(r.column_name, []).append(r.source_type)
+            continue
+        columns = found.setdefault(table, {})
         if r.column_name in columns:
             problems.append(f"column_registry: {r.source_table}.{r.column_name} has two types")
         columns[r.column_name] = r.source_type
@@ -278,15 +333,42 @@ def registry_problems(rows: list, t: dict) -> list[str]:
         expected = {column: sent(pg_type) for column, pg_type in t["types"].get(table, {}).items()}
         if columns != expected:
             problems.append(f"column_registry: {table}: {columns} != {expected}")
+    for table, changes in workload.SCHEMA_CHANGES.items():
+        expected = {column: [sent(s) for s in types] for column, types in changes["types_sent"].items()}
+        if history.get(table) != expected:
+            problems.append(f"column_registry: {table}: {history.get(table)} != {expected}")
+    found |= history
     # A table with rows at the end sent them (a snapshot read or an insert), with their types.
     holding_rows = {table for table, rows in t["state"].items() if rows}
     problems += [f"column_registry: nothing for {table}" for table in sorted(holding_rows - set(found))]
     return problems
 
 
+def reject_reason(pg_type: str, value) -> str | None:
+    """Why a typed mirror must list ``value`` (``to_jsonb``'s, of a column of ``pg_type``) in
+    mirror_rejects instead of holding it; None when it must hold it."""
+    kind = oracle.base_type(pg_type)
+    if kind == "date" and value in ("infinity", "-infinity"):
+        return INFINITE.format(value)
+    if kind == "date" and str(value).endswith(" BC"):
+        return BC_DATE
+    dimensions = kind.endswith("[]") and kind[:-2] not in ("json", "jsonb")  # a JSON element may be a list
+    if dimensions and isinstance(value, list) and any(isinstance(item, list) for item in value):
+        return DIMENSIONS.format(MIRROR_TYPES[pg_type])
+    return None
+
+
+def typed_key(types: dict[str, str], key_columns: list[str], row, typed) -> tuple:
+    return tuple(repr(typed(types[column], row[column])) for column in key_columns)
+
+
 def mirror_problems(spark, schema: str, source_id: str, t: dict) -> list[str]:
     """Every keyed table's typed mirror equals `select * from t`, value for value and typed, with the
-    Spark types MIRROR_TYPES gives; nothing rejected."""
+    Spark types MIRROR_TYPES gives, except the values the contract rejects (``reject_reason``): those
+    are null in the mirror, and mirror_rejects lists each with its reason and the value Postgres holds;
+    nothing else is rejected. After DDL the stream does not carry (workload.SCHEMA_CHANGES), a mirror
+    is compared as the contract describes it (``oracle.as_table_rows``), a renamed column's old name
+    kept beside the new one."""
     relations = {
         f"{r.source_schema}.{r.source_table}": r.mirror_relation
         for r in spark.sql(
@@ -294,25 +376,69 @@ def mirror_problems(spark, schema: str, source_id: str, t: dict) -> list[str]:
             f" where source_id = '{source_id}'"
         ).collect()
     }
-    problems = [
-        f"mirror_rejects: {r.source_table}.{r.column_name} {r.raw_value!r}: {r.reason}"
-        for r in spark.sql(f"select * from {schema}.mirror_rejects where source_id = '{source_id}'").collect()
-    ]
+    rejected: dict[str, dict[tuple[str, str], tuple[str, str]]] = {}
+    for r in spark.sql(f"select * from {schema}.mirror_rejects where source_id = '{source_id}'").collect():
+        table = f"{r.source_schema}.{r.source_table}"
+        rejected.setdefault(table, {})[(r.record_pk, r.column_name)] = (r.reason, r.raw_value)
+    problems = []
+    for table in sorted(set(rejected) - set(t["state"])):
+        problems += [f"mirror_rejects: {table}: {len(rejected[table])} rows of a table not compared"]
     for table, rows in sorted(t["state"].items()):
         if table not in relations:
             problems += [f"mirror: none for {table}"] if rows else []
             continue
+        types = t["types"][table]
+        changes = workload.SCHEMA_CHANGES.get(table, {})
+        old_names = {old: types[new] for new, old in changes.get("renamed", {}).items()}
         mirror = spark.table(relations[table])
         found = {f.name: f.dataType.simpleString() for f in mirror.schema.fields}
-        for column, pg_type in t["types"][table].items():
-            if found.get(column) != MIRROR_TYPES.get(pg_type, "no expectation"):
+        for column, pg_type in (types | old_names).items():
+            wanted = MIRROR_TYPES_AFTER_DDL.get((table, column), MIRROR_TYPES.get(pg_type, "no expectation"))
+            if found.get(column) != wanted:
                 problems.append(f"mirror {table}.{column} ({pg_type}): {found.get(column)}")
-        columns = list(t["types"][table])
-        mirrored = [{c: row[c] for c in columns if c in found} for row in mirror.collect()]
+        columns = [*types, *old_names]
+        try:
+            collected = mirror.collect()
+        except ValueError as exc:  # PySpark's dates and timestamps start at the year 1
+            problems.append(f"mirror {table}: a value Python cannot read (a date before the year 1?): {exc}")
+            continue
+        mirrored = oracle.as_table_rows(
+            [{c: row[c] for c in columns if c in found} for row in collected], changes
+        )
         if table in KEYLESS:  # no key, no record (README, known limits)
             problems += [f"mirror {table}: {len(mirrored)} rows of a keyless table"] if mirrored else []
             continue
-        problems += oracle.compare_mirror(table, t["keys"][table], rows, mirrored, t["types"])
+        key_columns = t["keys"][table]
+        # mirror_rejects names a record by record_pk, the mirror's rows carry theirs: the typed key.
+        record_keys = {
+            row["_wal_lake_record_pk"]: typed_key(types, key_columns, row, oracle.typed_spark_value)
+            for row in collected
+        }
+        listed = {
+            (record_keys.get(pk, pk), column): found
+            for (pk, column), found in rejected.get(table, {}).items()
+        }
+        expected = [dict(row) for row in rows]
+        for row in expected:
+            key = typed_key(types, key_columns, row, oracle.typed_value)
+            for column, pg_type in types.items():
+                reason = reject_reason(pg_type, row.get(column))
+                if reason is None:
+                    continue
+                reject = listed.pop((key, column), None)
+                held = oracle.typed_value(pg_type, row[column])
+                if reject is None:
+                    problems.append(f"mirror_rejects {table} {key} {column}: missing ({reason}, {held!r})")
+                elif reject[0] != reason or oracle.typed_value(pg_type, reject[1]) != held:
+                    problems.append(
+                        f"mirror_rejects {table} {key} {column}: {reject} for ({reason}, {held!r})"
+                    )
+                row[column] = None  # the mirror holds null where it lists the value
+        problems += [
+            f"mirror_rejects {table} {key} {column}: {raw!r} rejected: {reason}"
+            for (key, column), (reason, raw) in listed.items()
+        ]
+        problems += oracle.compare_mirror(table, key_columns, expected, mirrored, t["types"])
     return problems
 
 
@@ -322,6 +448,10 @@ def consumer_problems(actual: dict[str, list[dict]], t: dict) -> list[str]:
     expected = {table: rows for table, rows in t["state"].items() if table not in KEYLESS}
     problems = [f"{table}: {len(actual[table])} records, a keyless table" for table in KEYLESS & set(actual)]
     actual = {table: rows for table, rows in actual.items() if table not in KEYLESS}
+    # After DDL the stream does not carry, the records as the contract describes them.
+    for table, changes in workload.SCHEMA_CHANGES.items():
+        if table in actual:
+            actual[table] = oracle.as_table_rows(actual[table], changes)
     for table in expected:
         actual.setdefault(table, [])
     return problems + oracle.compare_states(expected, actual, t["types"], t["keys"])
@@ -357,9 +487,19 @@ def test_models_equal_postgres_after_live_capture(postgres, spark, dbt, schemas,
     dbt("run", "-s", *build)  # a rerun with nothing new
     # The typed mirrors, built once at the end (MIRRORED): their incremental runs and schema changes
     # are test_mirrors' and test_mirrors_live's.
-    mirrors.generate(spark, schemas.raw, sources=MIRRORED)
-    dbt("run", "-s", *MIRROR_MODELS)
+    generated = mirrors.generate(spark, schemas.raw, sources=MIRRORED)
+    dbt("run", "-s", *MIRROR_MODELS, "unannounced_ddl")
+    # The edge tables' mirrors are tested too (as dbt build would: their keys unique and not null),
+    # and unannounced_ddl, whose emptiness test warns (the rename) and fails nothing.
+    edge_mirrors = {
+        mirrors.base_name(source, *oracle.split_name(table))
+        for source in MIRRORED
+        for table in workload.EDGE_TABLES
+        if not (source.startswith("debezium") and table in DEBEZIUM_SKIPPED)
+    }
+    assert edge_mirrors <= set(generated), sorted(edge_mirrors - set(generated))
     tests = ("sequin_events", "source_records", "consumer_records", "sequin_violations", "column_registry")
+    tests += (*sorted(edge_mirrors), "unannounced_ddl")
     tested = dbt("test", "-s", *tests, "--exclude", "test_type:unit", expect_success=False)
     if not tested.success:
         failing = [r.node.name for r in (tested.result or []) if r.status in ("fail", "error")]
@@ -368,10 +508,12 @@ def test_models_equal_postgres_after_live_capture(postgres, spark, dbt, schemas,
     consumers = consumer_states(spark_query(spark), schemas.models)
     sequins = by_source(spark, SEQUIN_ROWS.format(schema=schemas.models))
     registry = by_source(spark, REGISTRY_ROWS.format(schema=schemas.models))
+    reported = by_source(spark, DDL_ROWS.format(schema=schemas.audit))
     for source_id, t in sorted(truth.items()):
         found = consumer_problems(consumers.get(source_id, {}), t)
         found += sequin_problems(sequins.get(source_id, []), t)
         found += registry_problems(registry.get(source_id, []), t)
+        found += ddl_problems(reported.get(source_id, []))
         if source_id in MIRRORED:
             found += mirror_problems(spark, schemas.models, source_id, t)
         problems += [f"{source_id}: {p}" for p in found[:PROBLEMS_PER_SOURCE]]
@@ -412,3 +554,47 @@ def test_expected_changes_follow_decode_order_not_positions():
     swapped = [actual[0], actual[2], actual[3], actual[1]]
     assert oracle.compare_sequences(expected, swapped) != []
     assert oracle.compare_sequences(expected, actual[:-1]) != []
+
+
+def test_debezium_day_numbers_and_the_oracle_agree_on_bc_dates():
+    """The rendering's day numbers (proleptic Gregorian, year 0 being 1 BC) read back as the date
+    Postgres writes, before the year 1 too."""
+    assert debezium_rendering.epoch_days("1970-01-02") == 1
+    assert debezium_rendering.epoch_days("0001-01-01") == -719162
+    assert debezium_rendering.epoch_days("0001-12-31 BC") == -719163
+    for text in ("0044-03-15 BC", "0001-01-01 BC", "0100-03-01 BC", "0005-02-29 BC", "2026-02-28"):
+        days = debezium_rendering.epoch_days(text)
+        assert oracle.typed_value("date", str(days)) == oracle.typed_value("date", text), text
+    assert debezium_rendering.debezium_value("integer[]", "{1,NULL,3}") == [1, None, 3]
+    with pytest.raises(ValueError, match="more than one dimension"):
+        debezium_rendering.debezium_value("integer[]", "{{1,2},{3,4}}")
+    assert connect_schema.connect_type("integer[]") == "array<int32> (_INT4)"
+    assert connect_schema.connect_type("jsonb[]") == "array<io.debezium.data.Json> (_JSONB)"
+    # A Debezium record holds an array as JSON; Postgres' text has its own form, bounds included.
+    assert oracle.typed_value("integer[]", "[1,null]") == oracle.typed_value("integer[]", "{1,NULL}")
+    assert oracle.typed_value("integer[]", "[0:1]={7,8}") == [7, 8]
+
+
+def test_rows_after_ddl_the_stream_does_not_carry_read_as_the_contract_says():
+    """A row not sent since the rename holds the old name only, one sent since holds both (the old
+    one with its value from before): the value is coalesce(new, old); a column added after a row was
+    last sent is null."""
+    changes = workload.SCHEMA_CHANGES[workload.ODD_TABLE]
+    not_sent_since = {"Order Id": "2", 'Qty "x"': "6", "unit.price": "0.01"}
+    sent_since = {"Order Id": "1", 'Qty "x"': "5", 'Qty "y"': "101", "unit.price": "3.1416", "Added Col": "7"}
+    assert oracle.as_table_rows([not_sent_since, sent_since], changes) == [
+        {"Order Id": "2", 'Qty "y"': "6", "unit.price": "0.01", "Added Col": None},
+        {"Order Id": "1", 'Qty "y"': "101", "unit.price": "3.1416", "Added Col": "7"},
+    ]
+    assert oracle.as_table_rows([not_sent_since], None) == [not_sent_since]
+
+
+def test_values_a_mirror_must_list_instead_of_holding():
+    assert reject_reason("date", "infinity") == INFINITE.format("infinity")
+    assert reject_reason("date", "-infinity") == INFINITE.format("-infinity")
+    assert reject_reason("date", "0044-03-15 BC") == BC_DATE
+    assert reject_reason("integer[]", [[1, 2], [3, 4]]) == DIMENSIONS.format("array<int>")
+    assert reject_reason("integer[]", [1, None]) is None
+    assert reject_reason("jsonb[]", [{"a": [1, 2]}, [3]]) is None
+    assert reject_reason("date", "2026-01-01") is None
+    assert reject_reason("text", "infinity") is None
