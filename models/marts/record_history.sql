@@ -37,6 +37,8 @@
 {%- set incremental = is_incremental() -%}
 {#- Every touch stays a version: a truncate voids none of them, so chains are found across it. -#}
 {%- set bounds = fold_run_bounds(this, ref('sequin_events'), incremental, truncates_void=false) -%}
+{#- A run with nothing new reads no held version: it has none to end. -#}
+{%- set reads_held = incremental and bounds.upto > bounds.consumed -%}
 {#- `upto` rides on the model's own Delta commit, so the next run starts where this one ended. -#}
 {%- do stamp_run(bounds) -%}
 {%- set table_key = ['source_id', 'source_schema', 'source_table'] -%}
@@ -67,7 +69,7 @@ truncates as (
         and seq <= {{ bounds.upto }}
 
 ),
-{%- if incremental %}
+{%- if reads_held %}
 
     -- Each key's first touch in this run, and each table's first truncate: what ends a held version.
     first_touches as (
@@ -136,7 +138,7 @@ truncates as (
     ),
 {%- endif %}
 {%- if bounds.key_moves %}
-    {%- if incremental %}
+    {%- if reads_held %}
 
         -- The record a key held before this run's deletions of it, for a move away from it:
         -- `key_move_bases` skips deletions (a Debezium key change deletes the old key first).
@@ -158,7 +160,7 @@ truncates as (
 
     {{ key_move_bases(
         'touches',
-        'move_starting_records' if incremental else none,
+        'move_starting_records' if reads_held else none,
         table_key,
         broadcast=broadcast_moves,
         chains=chains
@@ -172,7 +174,7 @@ touches_with_bases as (
     select
         touches.*,
         {{ 'move_bases.base' if bounds.key_moves else null_record() }} as base,
-        {{ 'starting_records.record' if incremental else null_record() }} as starting_record
+        {{ 'starting_records.record' if reads_held else null_record() }} as starting_record
 
     from touches
     {% if bounds.key_moves -%}
@@ -180,7 +182,7 @@ touches_with_bases as (
             on
                 {{ columns_equal('touches', 'move_bases', record_key + ['seq']) }}
     {% endif -%}
-    {% if incremental -%}
+    {% if reads_held -%}
         left join starting_records
             on
                 {{ columns_equal('touches', 'starting_records', record_key) }}
@@ -272,7 +274,7 @@ new_versions as (
     from ended
 
 ),
-{%- if incremental %}
+{%- if reads_held %}
 
     -- The held versions still current that this run ends: at their key's first touch in it or
     -- their table's first truncate in it, whichever comes first. Every seq of the run is after them.
@@ -312,7 +314,7 @@ new_versions as (
 final as (
 
     select * from new_versions
-    {%- if incremental %}
+    {%- if reads_held %}
         union all
         select * from closed
     {%- endif %}

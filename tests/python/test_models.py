@@ -382,7 +382,8 @@ def test_record_history_built_a_range_at_a_time_equals_a_full_refresh(spark, dbt
     for batch_id, batch in enumerate(HISTORY_BATCHES[1:], start=2):
         consumed = rows(spark, f"select max(valid_from_seq) from {history}")[0][0]
         land(spark, batch, batch_id=batch_id)
-        dbt("run", "-s", "sequin_events", "record_history")
+        result = dbt("run", "-s", "sequin_events", "record_history")
+        assert history in result.result.results[-1].node.compiled_code  # it reads what it holds
         merge = spark.sql(f"describe history {history} limit 1").collect()[0]
         assert merge.operation == "MERGE"
         # the run's source rows: the versions it began and the held ones it ended, nothing else
@@ -391,9 +392,10 @@ def test_record_history_built_a_range_at_a_time_equals_a_full_refresh(spark, dbt
         )[0][0]
         assert int(merge.operationMetrics["numSourceRows"]) == written
         assert written < rows(spark, f"select count(*) from {history}")[0][0]
-    # nothing new: nothing changes
+    # nothing new: nothing changes, and nothing held is read
     incremental = everything()
-    dbt("run", "-s", "record_history")
+    result = dbt("run", "-s", "record_history")
+    assert history not in result.result.results[0].node.compiled_code
     assert everything() == incremental
     # every live version of an account carries its TOASTed note, whichever run folded it
     assert (
