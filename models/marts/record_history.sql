@@ -44,6 +44,11 @@
 {%- set table_key = ['source_id', 'source_schema', 'source_table'] -%}
 {%- set record_key = table_key + ['record_pk'] -%}
 {%- set broadcast_moves = bounds.key_moves <= var('wal_lake_broadcast_key_moves', 200000) | int %}
+{#-
+    A run of a few changes broadcasts the keys it touches, so the held versions are found in one
+    scan of the table, without shuffling it; a long catch-up joins them by shuffle instead.
+-#}
+{%- set broadcast_touched = bounds.upto - bounds.consumed <= var('wal_lake_broadcast_touched_keys', 200000) | int %}
 {%- set chains = bounds.get('key_move_chains') %}
 
 with{% if bounds.key_moves and chains is none %} recursive{% endif %}
@@ -100,7 +105,7 @@ truncates as (
     -- starts), and the open versions of a table it truncates (which the truncate ends).
     held as (
 
-        select /*+ broadcast(first_truncates) */
+        select /*+ broadcast({{ 'first_touches, ' if broadcast_touched }}first_truncates) */
             held_versions.*,
             first_touches.seq as next_touch_seq,
             first_touches.committed_at as next_touch_at,
