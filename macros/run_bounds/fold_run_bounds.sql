@@ -1,6 +1,7 @@
 {#-
-    Everything source_records (the one fold of sequin_events) reads before it renders, in one
-    place, so a unit test overrides it with one dict. Returns the run's seq range (consumed, upto]
+    Everything a model that folds sequin_events a seq range at a time (source_records,
+    record_history) reads before it renders, in one place, so a unit test overrides it with one
+    dict. Returns the run's seq range (consumed, upto]
     and what it was built from:
     - consumed: the greatest seq already applied (`seq_stamp`); 0 when not `incremental`.
     - upto: the greatest seq of sequin_events now. Fixed here, so rows landed during the run wait
@@ -9,13 +10,16 @@
       its moved-key steps out when there are none (the common case) and broadcasts a few.
     - key_move_chains: the moves in the range that continue or are continued by another move of
       the same row (`key_move_chains`; empty when none, none when too many to list).
+      `truncates_void`: whether an arrival before its table's last truncate in the range counts
+      for nothing when finding a move's predecessor (source_records drops what a truncate voided;
+      record_history keeps every version, so it passes false).
     - sequin_table_id: what the model stamps beside `upto` (`stamp_consumed_seq`), so the next run
       can tell whether its seq still means the same change (`rebuild_reason`);
       subscriptions 'none': the fold is per source, whatever the consumers subscribe to.
     Only reads: stamping is the model's own step. Zeros when not executing, so the parse renders
     the plan without moves.
 -#}
-{% macro fold_run_bounds(relation, sequin_relation, incremental) %}
+{% macro fold_run_bounds(relation, sequin_relation, incremental, truncates_void=true) %}
     {%- if not execute -%}
         {{ return({
             'consumed': 0, 'upto': 0, 'key_moves': 0, 'key_move_chains': [],
@@ -45,7 +49,7 @@
         'consumed': consumed,
         'upto': upto,
         'key_moves': key_moves,
-        'key_move_chains': key_move_chains(sequin_relation, consumed, upto, truncates_void=true) if key_moves else [],
+        'key_move_chains': key_move_chains(sequin_relation, consumed, upto, truncates_void=truncates_void) if key_moves else [],
         'sequin_table_id': sequin_table_id(sequin_relation),
         'subscriptions': 'none',
     }) }}

@@ -3,69 +3,197 @@
     ended (seq and commit time), and whether that version is a deletion. Changes of tables without
     a key have no record to version: they stay in sequin_events (keyless_changes counts them).
 
-    touches (int_record_touches) -> move_bases (`key_move_bases`; only when a key ever moved)
-    touches + move_bases -> touches_with_bases
+    Built a seq range (consumed, upto] at a time, like source_records: a run reads only the touches
+    after what it already holds, and merges the versions they begin plus the held versions they end.
+
+    touches (int_record_touches, seq in (consumed, upto]) + truncates (sequin_events, same range)
+    this, for the keys touched -> held -> starting_records (each key's latest version: its fold's start)
+                                       -> move_starting_records (its latest live version: a move's base)
+    touches + move_starting_records -> move_bases (`key_move_bases`; only when a key moved)
+    touches + move_bases + starting_records -> touches_with_bases
     touches_with_bases -> versions (each touch's full record, folded up to it; the next touch)
-    versions + truncates (sequin_events) -> ended (the next truncate of its table) -> final
+    versions + truncates -> ended (the next truncate of its table) -> new_versions
+    this, open versions of the keys touched or tables truncated -> reopened -> closed
+    new_versions + closed -> final (merged on the version's key)
 
     A version ends at the record's next touch, or at a truncate of its table, whichever comes first.
     Its record is the fold of the record's touches up to it, in seq order (`fold_record`): an insert
     or read replaces the row, a delete removes it, an update overlays the columns it sent, over the
-    moved row's record (`base`) when it moved one from another key.
+    moved row's record (`base`) when it moved one from another key. A truncate ends versions but
+    does not reset the fold: what follows it starts from the record's last version, as a full
+    rebuild folds it. A full refresh writes the same rows as the runs that built it a range at a
+    time.
 -#}
+{{
+    config(
+        materialized='incremental',
+        incremental_strategy='merge',
+        unique_key=['source_id', 'source_schema', 'source_table', 'record_pk', 'valid_from_seq'],
+        on_schema_change='fail',
+        post_hook="{{ unstamp_consumed_seq() }}",
+        meta={'wal_lake_reads_by_seq': {'reads': 'sequin_events', 'subscriptions': false}},
+    )
+}}
+{%- set incremental = is_incremental() -%}
+{#- Every touch stays a version: a truncate voids none of them, so chains are found across it. -#}
+{%- set bounds = fold_run_bounds(this, ref('sequin_events'), incremental, truncates_void=false) -%}
+{#- A run with nothing new reads no held version: it has none to end. -#}
+{%- set reads_held = incremental and bounds.upto > bounds.consumed -%}
+{#- `upto` rides on the model's own Delta commit, so the next run starts where this one ended. -#}
+{%- do stamp_run(bounds) -%}
 {%- set table_key = ['source_id', 'source_schema', 'source_table'] -%}
-{%- set key_moves = count_key_moves(ref('sequin_events')) %}
-{%- set chains = key_move_chains(ref('sequin_events')) if key_moves else [] %}
+{%- set record_key = table_key + ['record_pk'] -%}
+{%- set broadcast_moves = bounds.key_moves <= var('wal_lake_broadcast_key_moves', 200000) | int %}
+{#-
+    A run of a few changes broadcasts the keys it touches, so the held versions are found in one
+    scan of the table, without shuffling it; a long catch-up joins them by shuffle instead.
+-#}
+{%- set broadcast_touched = bounds.upto - bounds.consumed <= var('wal_lake_broadcast_touched_keys', 200000) | int %}
+{%- set chains = bounds.get('key_move_chains') %}
 
-with{% if key_moves and chains is none %} recursive{% endif %}
+with{% if bounds.key_moves and chains is none %} recursive{% endif %}
 
 touches as (
 
     select * from {{ ref('int_record_touches') }}
+    where seq > {{ bounds.consumed }} and seq <= {{ bounds.upto }}
 
 ),
 
 truncates as (
 
     select
-        source_id,
-        source_schema,
-        source_table,
+        {{ table_key | join(',\n        ') }},
         seq,
         committed_at
+
     from {{ ref('sequin_events') }}
-    where action = 'truncate'
+    where
+        action = 'truncate'
+        and seq > {{ bounds.consumed }}
+        and seq <= {{ bounds.upto }}
 
 ),
-{%- if key_moves %}
+{%- if reads_held %}
 
-    {{ key_move_bases('touches', none, table_key, broadcast=false, chains=chains) }},
-
-    touches_with_bases as (
+    -- Each key's first touch in this run, and each table's first truncate: what ends a held version.
+    first_touches as (
 
         select
-            touches.*,
-            move_bases.base
+            {{ record_key | join(',\n            ') }},
+            min(seq) as seq,
+            min_by(committed_at, seq) as committed_at
 
         from touches
-        left join move_bases
-            on
-                {{ columns_equal('touches', 'move_bases', table_key + ['record_pk', 'seq']) }}
+        group by {{ record_key | join(', ') }}
 
     ),
-{%- else %}
 
-    -- No change moved a row to a new key: no touch has another key's record to start from.
-    touches_with_bases as (
+    first_truncates as (
 
         select
-            touches.*,
-            {{ null_record() }} as base
+            {{ table_key | join(',\n            ') }},
+            min(seq) as seq,
+            min_by(committed_at, seq) as committed_at
 
-        from touches
+        from truncates
+        group by {{ table_key | join(', ') }}
+
+    ),
+
+    -- The held versions this run reads: every version of a key it touches (where its fold
+    -- starts), and the open versions of a table it truncates (which the truncate ends).
+    held as (
+
+        select /*+ broadcast({{ 'first_touches, ' if broadcast_touched }}first_truncates) */
+            held_versions.*,
+            first_touches.seq as next_touch_seq,
+            first_touches.committed_at as next_touch_at,
+            first_truncates.seq as next_truncate_seq,
+            first_truncates.committed_at as next_truncate_at
+
+        from {{ this }} as held_versions
+        left join first_touches
+            on
+                {{ columns_equal('held_versions', 'first_touches', record_key) }}
+        left join first_truncates
+            on
+                {{ columns_equal('held_versions', 'first_truncates', table_key) }}
+        where
+            first_touches.seq is not null
+            or (first_truncates.seq is not null and held_versions.valid_to_seq is null)
+
+    ),
+
+    -- A touched key's record before this run, where its fold goes on from: its latest version's
+    -- (none after a deletion), whatever truncate ended it, as a full rebuild folds it.
+    starting_records as (
+
+        select
+            {{ record_key | join(',\n            ') }},
+            case when is_deleted then {{ null_record() }} else record end as record
+
+        from held
+        where next_touch_seq is not null
+        qualify row_number() over (
+            partition by {{ record_key | join(', ') }}
+            order by valid_from_seq desc
+        ) = 1
 
     ),
 {%- endif %}
+{%- if bounds.key_moves %}
+    {%- if reads_held %}
+
+        -- The record a key held before this run's deletions of it, for a move away from it:
+        -- `key_move_bases` skips deletions (a Debezium key change deletes the old key first).
+        move_starting_records as (
+
+            select
+                {{ record_key | join(',\n                ') }},
+                record
+
+            from held
+            where next_touch_seq is not null and not is_deleted
+            qualify row_number() over (
+                partition by {{ record_key | join(', ') }}
+                order by valid_from_seq desc
+            ) = 1
+
+        ),
+    {%- endif %}
+
+    {{ key_move_bases(
+        'touches',
+        'move_starting_records' if reads_held else none,
+        table_key,
+        broadcast=broadcast_moves,
+        chains=chains
+    ) }},
+{%- endif %}
+
+-- A moved row's base (none when no change in this run moved a row to a new key), and where the
+-- record's fold starts.
+touches_with_bases as (
+
+    select
+        touches.*,
+        {{ 'move_bases.base' if bounds.key_moves else null_record() }} as base,
+        {{ 'starting_records.record' if reads_held else null_record() }} as starting_record
+
+    from touches
+    {% if bounds.key_moves -%}
+        left join move_bases
+            on
+                {{ columns_equal('touches', 'move_bases', record_key + ['seq']) }}
+    {% endif -%}
+    {% if reads_held -%}
+        left join starting_records
+            on
+                {{ columns_equal('touches', 'starting_records', record_key) }}
+    {% endif %}
+
+),
 
 versions as (
 
@@ -77,7 +205,7 @@ versions as (
                 order by seq
                 rows between unbounded preceding and current row
             )",
-            null_record()
+            "starting_record"
         ) }} as full_record,
         lead(touches_with_bases.seq) over (
             partition by
@@ -121,7 +249,7 @@ ended as (
 
 ),
 
-final as (
+new_versions as (
 
     select
         source_id,
@@ -149,6 +277,52 @@ final as (
         coalesce(full_record, record) as record
 
     from ended
+
+),
+{%- if reads_held %}
+
+    -- The held versions still current that this run ends: at their key's first touch in it or
+    -- their table's first truncate in it, whichever comes first. Every seq of the run is after them.
+    closed as (
+
+        select
+            source_id,
+            source_schema,
+            source_table,
+            record_pk,
+            valid_from_seq,
+            case
+                when next_truncate_seq is not null and (next_touch_seq is null or next_truncate_seq < next_touch_seq)
+                    then next_truncate_seq
+                else next_touch_seq
+            end as valid_to_seq,
+            valid_from,
+            case
+                when next_truncate_seq is not null and (next_touch_seq is null or next_truncate_seq < next_touch_seq)
+                    then next_truncate_at
+                else next_touch_at
+            end as valid_to,
+            commit_lsn,
+            commit_lsn_text,
+            commit_idx,
+            action,
+            is_deleted,
+            moved_from_pk,
+            record
+
+        from held
+        where valid_to_seq is null
+
+    ),
+{%- endif %}
+
+final as (
+
+    select * from new_versions
+    {%- if reads_held %}
+        union all
+        select * from closed
+    {%- endif %}
 
 )
 
