@@ -257,17 +257,9 @@ new_versions as (
         source_table,
         record_pk,
         seq as valid_from_seq,
-        case
-            when next_truncate_seq is not null and (next_touch_seq is null or next_truncate_seq < next_touch_seq)
-                then next_truncate_seq
-            else next_touch_seq
-        end as valid_to_seq,
+        {{ version_end('seq') }} as valid_to_seq,
         committed_at as valid_from,
-        case
-            when next_truncate_seq is not null and (next_touch_seq is null or next_truncate_seq < next_touch_seq)
-                then next_truncate_at
-            else next_touch_at
-        end as valid_to,
+        {{ version_end('at') }} as valid_to,
         commit_lsn,
         {{ lsn_to_text('commit_lsn') }} as commit_lsn_text,
         commit_idx,
@@ -291,17 +283,9 @@ new_versions as (
             source_table,
             record_pk,
             valid_from_seq,
-            case
-                when next_truncate_seq is not null and (next_touch_seq is null or next_truncate_seq < next_touch_seq)
-                    then next_truncate_seq
-                else next_touch_seq
-            end as valid_to_seq,
+            {{ version_end('seq') }} as valid_to_seq,
             valid_from,
-            case
-                when next_truncate_seq is not null and (next_touch_seq is null or next_truncate_seq < next_touch_seq)
-                    then next_truncate_at
-                else next_touch_at
-            end as valid_to,
+            {{ version_end('at') }} as valid_to,
             commit_lsn,
             commit_lsn_text,
             commit_idx,
