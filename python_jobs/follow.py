@@ -4,10 +4,9 @@ Each cycle lands the landing zone's new files (the ingestion job's ``run``), wri
 model of any table seen for the first time (``mirrors.generate``), runs dbt in-process on the same
 Spark session (dbt-spark's session method finds it: no second JVM): ``dbt run`` of what consumers
 read (``consumer_records``, the mirrors), and a whole ``dbt build`` once per ``--build-every``; then
-it prints one line
-with each source's lag and writes the status file. A cycle starts as soon as the landing zone
-shows a new or grown file (with nothing new, ``--max-idle`` after the previous one), and never
-sooner than ``--min-interval`` after the previous one started.
+it prints one line with each source's lag and writes the status file. A cycle starts as soon as
+the landing zone shows a new or grown file (with nothing new, ``--max-idle`` after the previous
+one), and never sooner than ``--min-interval`` after the previous one started.
 
 With ``--dsn`` it also captures: the capture job (``python_jobs.capture``) runs in a thread of this
 process, following its slot and writing landing files, which the cycles then land. In-process rather
@@ -56,8 +55,8 @@ QUARANTINE = "_quarantine"
 # code, not the data: they belong in CI, not in every cycle.
 DBT_BUILD = ("build", "--exclude-resource-type", "unit_test", "--quiet")
 # A cycle between two builds runs what consumers read and what it needs. The rest (record_history,
-# the audit models, the snapshot, the data tests, which scan whole tables) runs with the build,
-# at most every --build-every seconds: its cost grows with the history, not with a cycle's changes.
+# the audit models, the snapshot, the data tests) runs with the build, at most every --build-every
+# seconds: its cost grows with the history, not with a cycle's changes.
 DBT_RUN = (
     "run",
     "--select",
@@ -710,9 +709,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         prog="python -m python_jobs.follow",
         description="Keep the lake current: land new files, write new tables' mirror models and run "
         "dbt (consumer_records and the mirrors; a whole dbt build every --build-every seconds), cycle "
-        "after cycle, in one "
-        "process with one Spark session; with --dsn, capture from a Postgres slot too. SIGTERM or "
-        "Ctrl-C stops it between steps. docs/operations.md.",
+        "after cycle, in one process with one Spark session; with --dsn, capture from a Postgres slot "
+        "too. SIGTERM or Ctrl-C stops it between steps. docs/operations.md.",
     )
     parser.add_argument(
         "--landing",
@@ -752,8 +750,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=float(env.get("WAL_LAKE_FOLLOW_BUILD_EVERY", "600")),
         help="seconds between two cycles that run the whole dbt build (every model, seed, the snapshot "
         "and the data tests); the cycles between run consumer_records, the mirrors and what they need "
-        "(dbt run). 0: the whole build every cycle "
-        "(env WAL_LAKE_FOLLOW_BUILD_EVERY; default 600)",
+        "(dbt run). 0: the whole build every cycle (env WAL_LAKE_FOLLOW_BUILD_EVERY; default 600)",
     )
     parser.add_argument(
         "--status-file",
