@@ -141,7 +141,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--poll-interval",
         type=float,
         default=1.0,
-        help="follow mode (the default): seconds to wait when the slot is empty (default: %(default)s)",
+        help="follow mode (the default): seconds to wait once the slot is drained; a steady stream lands "
+        "a file about this often (default: %(default)s)",
     )
     parser.add_argument(
         "--max-changes-per-file",

@@ -300,6 +300,43 @@ def test_crash_replays_and_never_loses(postgres, tmp_path, monkeypatch):
 
 
 @pytest.mark.postgres
+def test_a_steady_stream_lands_in_a_file_a_poll_interval_not_one_per_commit(postgres, tmp_path):
+    dsn = fresh_database(postgres, "steady")
+    prepare(dsn, seed=14, initial_rows=0)
+    assert run_capture(dsn, tmp_path, "--once") == 0  # creates the slot
+    stop = threading.Event()
+    follower = threading.Thread(
+        target=run_capture,
+        args=(dsn, tmp_path, "--poll-interval", "1.0", "--max-changes-per-file", "1000000"),
+        kwargs={"stop": stop},
+    )
+    follower.start()
+    commits, started = 0, time.monotonic()
+    try:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            while time.monotonic() - started < 4:  # commits as fast as one session makes them, for 4 s
+                conn.execute("select pg_logical_emit_message(true, 'wal_lake', 'tick')")
+                commits += 1
+        deadline = time.monotonic() + 10
+        while (
+            len(landed_lines(landed_files(tmp_path, source_id(dsn)))) < 3 * commits
+            and time.monotonic() < deadline
+        ):
+            time.sleep(0.1)
+    finally:
+        stop.set()
+        follower.join()
+    files = landed_files(tmp_path, source_id(dsn))
+    assert len(landed_lines(files)) == 3 * commits, "every commit landed: begin, message, commit"
+    # Drained to its end, the capture waits a poll interval before it peeks again: about a file a
+    # second, where peeking at once again would land in each file what was committed during the
+    # last peek (a slot's peek decodes from its restart position: it grows slower as a stream goes
+    # on, and never comes back empty).
+    assert commits >= 100
+    assert len(files) <= time.monotonic() - started + 2, f"{len(files)} files for {commits} commits"
+
+
+@pytest.mark.postgres
 def test_commit_right_after_a_non_transactional_message_is_not_skipped(postgres, tmp_path):
     """wal2json reports a non-transactional message at the end of its record, where the next commit
     record may start: a capture stopped right after landing the message must not confirm past that
