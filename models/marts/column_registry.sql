@@ -5,7 +5,8 @@
     first change; a type change shows as a second row for the column, whose first position is
     where the new type begins.
 
-    landed -> seen (one row per column and type of each change) -> batch_columns
+    landed -> type_sets (one row per table and set of column types) -> seen (one row per column
+      and type of each set) -> batch_columns
     batch_columns (+ this, for the keys seen again) -> combined -> final
 
     An incremental run reads the batches landed since the greatest batch_id it has recorded. It
@@ -36,34 +37,69 @@ landed as (
 
 ),
 
+-- The changes of a table carry the same column types, change after change: one row per table and
+-- set of column types (a map is not a grouping key, its entries are), with the first and last
+-- positions it was seen at. Exploded after this, a run's columns cost a row per table and set of
+-- types, not a row per change and column.
+type_sets as (
+
+    select
+        source_id,
+        source_schema,
+        source_table,
+        map_entries(column_types) as column_types,
+        min(struct(commit_lsn, commit_idx, committed_at)) as first_seen,
+        max(struct(commit_lsn, commit_idx, committed_at)) as last_seen,
+        max(batch_id) as last_batch_id
+
+    from landed
+    group by source_id, source_schema, source_table, map_entries(column_types)
+
+),
+
 -- A column whose type the capture did not send (wal2json's include-types off) has no type to record.
 seen as (
 
     select
-        landed.source_id,
-        landed.source_schema,
-        landed.source_table,
-        types.column_name,
-        types.source_type,
+        type_sets.source_id,
+        type_sets.source_schema,
+        type_sets.source_table,
+        types.column_type.key as column_name,
+        types.column_type.value as source_type,
         types.column_position,
-        landed.commit_lsn,
-        landed.commit_idx,
-        landed.committed_at,
-        landed.batch_id
+        type_sets.first_seen,
+        type_sets.last_seen,
+        type_sets.last_batch_id
 
-    from landed
-        lateral view posexplode(landed.column_types) types as column_position, column_name, source_type
-    where types.source_type is not null
+    from type_sets
+        lateral view posexplode(type_sets.column_types) types as column_position, column_type
+    where types.column_type.value is not null
 
 ),
 
 batch_columns as (
 
+    -- A column's position is one in a set of types: ordering by the set's position first, then
+    -- the column's, gives the least (greatest) position of any change that held the column.
     select
         {{ column_key | join(',\n        ') }},
-        min(struct(commit_lsn, commit_idx, committed_at, column_position)) as first_seen,
-        max(struct(commit_lsn, commit_idx, committed_at, column_position)) as last_seen,
-        max(batch_id) as last_batch_id
+        min(
+            struct(
+                first_seen.commit_lsn,
+                first_seen.commit_idx,
+                first_seen.committed_at,
+                column_position
+            )
+        ) as first_seen,
+        max(
+            struct(
+                last_seen.commit_lsn,
+                last_seen.commit_idx,
+                last_seen.committed_at,
+                column_position
+            )
+        ) as last_seen,
+        max(last_batch_id) as last_batch_id
 
     from seen
     group by {{ column_key | join(', ') }}
