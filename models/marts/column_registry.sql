@@ -47,7 +47,7 @@ type_sets as (
         source_id,
         source_schema,
         source_table,
-        map_entries(column_types) as column_types,
+        map_entries(column_types) as column_entries,
         min(struct(commit_lsn, commit_idx, committed_at)) as first_seen,
         max(struct(commit_lsn, commit_idx, committed_at)) as last_seen,
         max(batch_id) as last_batch_id
@@ -64,16 +64,17 @@ seen as (
         type_sets.source_id,
         type_sets.source_schema,
         type_sets.source_table,
-        types.column_type.key as column_name,
-        types.column_type.value as source_type,
+        types.column_name,
+        types.source_type,
         types.column_position,
         type_sets.first_seen,
         type_sets.last_seen,
         type_sets.last_batch_id
 
     from type_sets
-        lateral view posexplode(type_sets.column_types) types as column_position, column_type
-    where types.column_type.value is not null
+        lateral view posexplode(map_from_entries(type_sets.column_entries)) types
+        as column_position, column_name, source_type
+    where types.source_type is not null
 
 ),
 
