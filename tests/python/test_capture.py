@@ -330,8 +330,7 @@ def test_a_steady_stream_lands_in_a_file_a_poll_interval_not_one_per_commit(post
     assert len(landed_lines(files)) == 3 * commits, "every commit landed: begin, message, commit"
     # Drained to its end, the capture waits a poll interval before it peeks again: about a file a
     # second, where peeking at once again would land in each file what was committed during the
-    # last peek (a slot's peek decodes from its restart position: it grows slower as a stream goes
-    # on, and never comes back empty).
+    # last peek and write (commits come faster than that: a peek never comes back empty).
     assert commits >= 100
     assert len(files) <= time.monotonic() - started + 2, f"{len(files)} files for {commits} commits"
 
