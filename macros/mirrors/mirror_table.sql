@@ -30,7 +30,7 @@
             'delta.columnMapping.mode': 'name',
             'wal_lake.mirror_of': mirror_identity(source_id, source_schema, source_table) | replace('\\', '\\\\') | replace("'", "\\'"),
         },
-        post_hook="{{ unstamp_consumed_seq() }}",
+        post_hook=["{{ stamp_unwritten_run() }}", "{{ unstamp_consumed_seq() }}"],
         meta={
             'wal_lake_reads_by_seq': {'reads': 'source_records', 'subscriptions': false},
             'wal_lake_mirror': {
@@ -59,7 +59,9 @@
             {%- do mirror_evolve_columns(this, columns) -%}
         {%- endif -%}
         {%- do run_query(stamp_consumed_seq(bounds)) -%}
-    {%- endif %}
+    {%- endif -%}
+    {#- No seq past the consumed one: no merge at all (`skip_merge_when`). -#}
+    {%- do skip_merge_when(incremental and bounds.upto == bounds.consumed) %}
 
 with
 

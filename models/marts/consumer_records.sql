@@ -20,7 +20,7 @@
         unique_key=['consumer_name', 'source_id', 'source_schema', 'source_table', 'record_pk'],
         merge_delete_column='is_deleted',
         on_schema_change='ignore',
-        post_hook="{{ unstamp_consumed_seq() }}",
+        post_hook=["{{ stamp_unwritten_run() }}", "{{ unstamp_consumed_seq() }}"],
         meta={'wal_lake_reads_by_seq': {'reads': 'source_records', 'subscriptions': true}},
     )
 }}
@@ -37,7 +37,9 @@
     `upto` rides on the model's own Delta commit (its merge or create), so the next run starts
     exactly where this one ended; the post-hook clears the mark.
 -#}
-{%- do stamp_run(bounds) %}
+{%- do stamp_run(bounds) -%}
+{#- A run with no seq past the consumed one merges nothing: no merge at all (`skip_merge_when`). -#}
+{%- do skip_merge_when(incremental and bounds.upto == bounds.consumed) %}
 
 with
 

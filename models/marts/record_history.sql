@@ -30,7 +30,7 @@
         incremental_strategy='merge',
         unique_key=['source_id', 'source_schema', 'source_table', 'record_pk', 'valid_from_seq'],
         on_schema_change='fail',
-        post_hook="{{ unstamp_consumed_seq() }}",
+        post_hook=["{{ stamp_unwritten_run() }}", "{{ unstamp_consumed_seq() }}"],
         meta={'wal_lake_reads_by_seq': {'reads': 'sequin_events', 'subscriptions': false}},
     )
 }}
@@ -41,6 +41,8 @@
 {%- set reads_held = incremental and bounds.upto > bounds.consumed -%}
 {#- `upto` rides on the model's own Delta commit, so the next run starts where this one ended. -#}
 {%- do stamp_run(bounds) -%}
+{#- A run with no seq past the consumed one merges nothing: no merge at all (`skip_merge_when`). -#}
+{%- do skip_merge_when(incremental and bounds.upto == bounds.consumed) -%}
 {%- set table_key = ['source_id', 'source_schema', 'source_table'] -%}
 {%- set record_key = table_key + ['record_pk'] -%}
 {%- set broadcast_moves = bounds.key_moves <= var('wal_lake_broadcast_key_moves', 200000) | int %}

@@ -27,7 +27,7 @@
         incremental_strategy='merge',
         unique_key=['source_id', 'source_schema', 'source_table', 'record_pk'],
         on_schema_change='fail',
-        post_hook="{{ unstamp_consumed_seq() }}",
+        post_hook=["{{ stamp_unwritten_run() }}", "{{ unstamp_consumed_seq() }}"],
         meta={'wal_lake_reads_by_seq': {'reads': 'sequin_events', 'subscriptions': false}},
     )
 }}
@@ -39,6 +39,8 @@
     it by seq read it back; the post-hook clears the mark.
 -#}
 {%- do stamp_run(bounds) -%}
+{#- A run with no seq past the consumed one merges nothing: no merge at all (`skip_merge_when`). -#}
+{%- do skip_merge_when(incremental and bounds.upto == bounds.consumed) -%}
 {%- set table_key = ['source_id', 'source_schema', 'source_table'] -%}
 {%- set record_key = table_key + ['record_pk'] -%}
 {#-

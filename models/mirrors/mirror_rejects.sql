@@ -24,7 +24,7 @@
         unique_key=['source_id', 'source_schema', 'source_table', 'record_pk', 'column_name'],
         merge_delete_column='is_cleared',
         on_schema_change='ignore',
-        post_hook="{{ unstamp_consumed_seq() }}",
+        post_hook=["{{ stamp_unwritten_run() }}", "{{ unstamp_consumed_seq() }}"],
         meta={'wal_lake_reads_by_seq': {'reads': 'source_records', 'subscriptions': false}},
     )
 }}
@@ -35,6 +35,8 @@
 -#}
 {%- set bounds = records_run_bounds(this, ref('source_records'), is_incremental()) -%}
 {%- do stamp_run(bounds) -%}
+{#- A run with no seq past the consumed one merges nothing: no merge at all (`skip_merge_when`). -#}
+{%- do skip_merge_when(is_incremental() and bounds.upto == bounds.consumed) -%}
 
 with
 

@@ -145,8 +145,8 @@ def dbt(spark):
     """Run a dbt command in this process, on the test session's Spark. Returns the result."""
     from dbt.cli.main import dbtRunner
 
-    def run(*args: str, expect_success: bool = True):
-        result = dbtRunner().invoke(
+    def run(*args: str, expect_success: bool = True, callbacks=None):
+        result = dbtRunner(callbacks=callbacks).invoke(
             [*args, "--project-dir", str(PROJECT_DIR), "--profiles-dir", str(PROJECT_DIR)]
         )
         if expect_success and not result.success:

@@ -101,6 +101,19 @@ def rows(spark, sql):
     return [tuple(r) for r in spark.sql(sql).collect()]
 
 
+def merges_sent(found: list):
+    """A dbt callback that adds to ``found`` the name of each table a merge statement was sent for."""
+
+    def on_event(event) -> None:
+        if event.info.name == "SQLQuery":
+            words = event.data.sql.lower().split()
+            for i, word in enumerate(words[:-2]):
+                if word == "merge" and words[i + 1] == "into":
+                    found.append(words[i + 2].rsplit(".", 1)[-1])
+
+    return on_event
+
+
 @pytest.fixture(scope="module")
 def built(spark, dbt, schemas):
     models = schemas.models
@@ -115,10 +128,12 @@ def built(spark, dbt, schemas):
     dbt("run", "-s", *INCREMENTAL)
     # a rerun with nothing new changes nothing
     before_noop = rows(spark, f"select * except (record) from {models}.consumer_records order by all")
-    dbt("run", "-s", *INCREMENTAL)
+    noop_merges = []
+    dbt("run", "-s", *INCREMENTAL, callbacks=[merges_sent(noop_merges)])
     after_noop = rows(spark, f"select * except (record) from {models}.consumer_records order by all")
     land(spark, BATCH_3, batch_id=3)
-    dbt("run", "-s", *INCREMENTAL, "record_history", "sequin_violations")
+    merges = []
+    dbt("run", "-s", *INCREMENTAL, "record_history", "sequin_violations", callbacks=[merges_sent(merges)])
     incremental = {
         "sequin": rows(spark, f"select * except (ingested_at) from {models}.sequin_events order by seq"),
         "consumer": consumer_state(spark),
@@ -140,7 +155,13 @@ def built(spark, dbt, schemas):
         expect_success=False,
     )
     data = {r.node.name: r.status for r in result.result.results}
-    return {"first": after_first, "noop": (before_noop, after_noop), "incremental": incremental, "data": data}
+    return {
+        "first": after_first,
+        "noop": (before_noop, after_noop),
+        "merges": {"noop": noop_merges, "new": merges},
+        "incremental": incremental,
+        "data": data,
+    }
 
 
 def test_first_run_flattens_and_drops_final_deletes(built):
@@ -157,6 +178,13 @@ def test_first_run_flattens_and_drops_final_deletes(built):
 def test_rerun_without_new_events_changes_nothing(built):
     before, after = built["noop"]
     assert before == after
+
+
+def test_rerun_without_new_events_runs_no_merge(built):
+    # Each model found nothing past what it consumed and sent Spark no merge: a merge of nothing
+    # runs every stage of its select, then commits nothing. The next run, with new events, merges.
+    assert built["merges"]["noop"] == []
+    assert set(INCREMENTAL) <= set(built["merges"]["new"])
 
 
 def test_consumer_records_hold_exactly_the_live_rows(built):

@@ -1,0 +1,26 @@
+{#-
+    The first post-hook of a model that reads by seq (the second clears the mark:
+    `unstamp_consumed_seq`). When the run's merge wrote nothing, because its range held nothing for
+    this model (a mirror whose table the range did not touch, a range with no value to reject, no
+    subscribed table touched), Delta made no commit, and the model's last stamp still names the seq
+    before the range: every later run would read the range again, a range that only grows while the
+    model has nothing to write. A commit of one table property (`wal_lake.consumed_seq`, the run's
+    upto) then carries the run's mark instead. Nothing to do when the table's latest commit already
+    carries the mark (the merge's own, or an earlier run's with the same upto whose merge was
+    skipped), or when no mark is set (not a run that writes).
+-#}
+{% macro stamp_unwritten_run() %}
+    {%- if execute and flags.WHICH in ('run', 'build') and model.resource_type == 'model' -%}
+        {%- set mark = run_query('set spark.databricks.delta.commitInfo.userMetadata').rows[0][1] -%}
+        {%- if mark.startswith('wal_lake.consumed_seq=') -%}
+            {%- set table = real_table(this) -%}
+            {%- set last = run_query('describe history ' ~ table ~ ' limit 1').rows[0]['userMetadata'] -%}
+            {%- if last != mark -%}
+                {%- set upto = mark.split(',')[0].split('=')[1] -%}
+                {%- do run_query(
+                    'alter table ' ~ table ~ " set tblproperties ('wal_lake.consumed_seq' = '" ~ upto ~ "')"
+                ) -%}
+            {%- endif -%}
+        {%- endif -%}
+    {%- endif -%}
+{% endmacro %}
