@@ -14,25 +14,31 @@
       -> string: mirror_value writes a time as Postgres does (`10:00:00.5`), a variable-scale
       decimal as its digits, the rest as sent;
     - array<T> -> array<T's type>.
+
+    The types named in connect_types are one lookup in a map, and the array's wrapping is added
+    around one copy of the element's type: see postgres_spark_type for why (Java code size).
 -#}
 {% macro connect_spark_type(text) -%}
     {%- set connect = "regexp_replace(" ~ text ~ ", ' [(].*[)]$', '')" -%}
     {%- set propagated = "regexp_extract(" ~ text ~ ", ' [(](.*)[)]$', 1)" -%}
     {%- set element = "regexp_replace(" ~ connect ~ ", '^array<(.*)>$', '$1')" -%}
-    {%- set scalar -%}
-        case
-            {%- for name, known in connect_types().items() if known.spark_type != 'string' %}
-            when {{ element }} = '{{ name }}' then '{{ known.spark_type }}'
-            {%- endfor %}
-            when {{ element }} rlike '^org[.]apache[.]kafka[.]connect[.]data[.]decimal[(][0-9]+,[0-9]+[)]$'
-                then {{ decimal_spark_type(element) }}
-            when {{ element }} = 'string' and {{ propagated }} rlike '^(numeric|decimal)[(][0-9]+,[0-9]+[)]$'
-                then {{ decimal_spark_type(propagated) }}
-            else 'string'
-        end
-    {%- endset -%}
-    case
-        when {{ connect }} like 'array<%>' then concat('array<', {{ scalar }}, '>')
-        else {{ scalar }}
-    end
+    {%- set named = {} -%}
+    {%- for name, known in connect_types().items() if known.spark_type != 'string' -%}
+        {%- do named.update({name: known.spark_type}) -%}
+    {%- endfor -%}
+    {%- set is_array = connect ~ " like 'array<%>'" -%}
+    concat(
+        case when {{ is_array }} then 'array<' else '' end,
+        coalesce(
+            {{ spark_type_map(named) }}[{{ element }}],
+            case
+                when {{ element }} rlike '^org[.]apache[.]kafka[.]connect[.]data[.]decimal[(][0-9]+,[0-9]+[)]$'
+                    then {{ decimal_spark_type(element) }}
+                when {{ element }} = 'string' and {{ propagated }} rlike '^(numeric|decimal)[(][0-9]+,[0-9]+[)]$'
+                    then {{ decimal_spark_type(propagated) }}
+                else 'string'
+            end
+        ),
+        case when {{ is_array }} then '>' else '' end
+    )
 {%- endmacro %}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 
 from python_jobs.ingest.ledger import DEFAULT_SCHEMA
@@ -130,3 +131,20 @@ def all_consumer_records(spark) -> list[tuple]:
         f"seq, commit_lsn, commit_idx, action from {models_schema()}.consumer_records"
     ).collect()
     return sorted((*r[:5], json.dumps(json.loads(r.record), sort_keys=True), *r[6:]) for r in rows)
+
+
+@contextmanager
+def no_codegen_fallback(spark):
+    """Within it, a query whose whole-stage generated Java code does not compile fails, naming the
+    compiler's error, instead of Spark logging "Failed to compile the generated Java code" with a
+    stack trace on the console and running the plan interpreted (spark.sql.codegen.fallback)."""
+    key = "spark.sql.codegen.fallback"
+    before = spark.conf.get(key, None)
+    spark.conf.set(key, "false")
+    try:
+        yield
+    finally:
+        if before is None:
+            spark.conf.unset(key)
+        else:
+            spark.conf.set(key, before)

@@ -17,7 +17,7 @@ from datetime import date, datetime
 from decimal import Decimal
 
 import pytest
-from model_helpers import change, land, reset_raw_tables
+from model_helpers import change, land, no_codegen_fallback, reset_raw_tables
 from pyspark.sql.types import VariantVal
 
 from python_jobs import mirrors
@@ -409,6 +409,24 @@ def test_full_refresh_equals_incremental(built):
     # The same values rejected; a rebuild checks them against the column's type of now.
     assert [r[:3] for r in built["full"]["rejects"]] == [r[:3] for r in built["incremental"]["rejects"]]
     assert ('["2"]', "price", "NaN", "does not convert to decimal(14,2)") in built["full"]["rejects"]
+
+
+def test_column_registry_compiles_to_java_code(spark, dbt, schemas, built):
+    # Spark generates Java code for the model's type mapping (spark_type_for); written as a CASE
+    # of a when per type name it grew past the 64 KB a Java method may hold, and every build logged
+    # the compiler's ERROR and stack trace on the console, then ran the projection interpreted.
+    # With the fallback off, such a build fails instead.
+    registry = f"select * from {schemas.models}.column_registry order by all"
+    before = spark.sql(registry).collect()
+    with no_codegen_fallback(spark):
+        dbt("run", "--full-refresh", "-s", "column_registry")
+    after = spark.sql(registry).collect()
+    assert after == before
+    types = {(r.column_name, r.source_type): r.spark_type for r in after if r.source_table == "items"}
+    assert types[("price", "numeric(12,2)")] == "decimal(12,2)"
+    assert types[("price", "numeric(14,2)")] == "decimal(14,2)"
+    assert types[("tags", "text[]")] == "array<string>"
+    assert types[("doc", "jsonb")] == "variant"
 
 
 def test_mirror_names_are_sanitized_and_collisions_resolved():
