@@ -1,8 +1,7 @@
 {#-
-    Whether `relation` (the landed changes, stg_wal__events) holds any change in the batches past
-    the least one `consumed` lists (consumed_positions). sequin_events' incremental select starts
-    from the consumable ones among them: none landed means that select is empty, and its run has
-    nothing to merge. True when not executing,
+    Whether `relation` (int_events_consumable) holds any change in the batches past the least one
+    `consumed` lists (consumed_positions): the rows sequin_events' incremental select starts from.
+    None means that select is empty, and its run has nothing to merge. True when not executing,
     when nothing was consumed (a first run), or in a unit test (which has no table to ask).
 -#}
 {% macro has_events_past(relation, consumed) %}

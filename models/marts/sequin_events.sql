@@ -35,12 +35,8 @@
     stay out of this table; sequin_violations reports the second kind.
 -#}
 {%- set consumed = consumed_positions(this) if is_incremental() else [] -%}
-{#-
-    Nothing landed past the consumed batches: nothing to merge, no merge at all (`skip_merge_when`).
-    Asked of the landed rows, not the consumable ones (a superset, read with Delta's statistics on
-    batch_id alone): it skips only when the select below is certain to be empty.
--#}
-{%- set anything_new = has_events_past(ref('stg_wal__events'), consumed) -%}
+{#- Nothing consumable past the consumed batches: nothing to merge, no merge at all (`skip_merge_when`). -#}
+{%- set anything_new = has_events_past(ref('int_events_consumable'), consumed) -%}
 {%- do skip_merge_when(is_incremental() and not anything_new) -%}
 {%- set resolve_identities = anything_new and has_identity_lookups(ref('int_events_consumable'), consumed) -%}
 {#- seq's running sums go per range of 2^seq_range_bits bytes of WAL (16 MiB): transactions' tasks. -#}
