@@ -3,10 +3,11 @@
 Each cycle lands the landing zone's new files (the ingestion job's ``run``), writes the typed mirror
 model of any table seen for the first time (``mirrors.generate``), runs dbt in-process on the same
 Spark session (dbt-spark's session method finds it: no second JVM): ``dbt run`` of what consumers
-read (``consumer_records``, the mirrors), and a whole ``dbt build`` once per ``--build-every``; then
-it prints one line with each source's lag and writes the status file. A cycle starts as soon as
-the landing zone shows a new or grown file (with nothing new, ``--max-idle`` after the previous
-one), and never sooner than ``--min-interval`` after the previous one started.
+read (``consumer_records``, the mirrors), and a whole ``dbt build`` once per ``--build-every``, after
+the run and once the status file says what the run made visible; then it prints one line with each
+source's lag and writes the status file. A cycle starts as soon as the landing zone shows a new or
+grown file (with nothing new, ``--max-idle`` after the previous one), and never sooner than
+``--min-interval`` after the previous one started.
 
 With ``--dsn`` it also captures: the capture job (``python_jobs.capture``) runs in a thread of this
 process, following its slot and writing landing files, which the cycles then land. In-process rather
@@ -405,6 +406,7 @@ class Follower:
         self.built = False  # dbt has built everything landed so far, as far as this process knows
         self.tested = False  # and a whole dbt build (every model, the data tests) has passed on it
         self.last_tested: float | None = None  # when the last successful whole dbt build started
+        self.build_failing = False  # the last whole dbt build failed
         # The last dbt build of this process succeeded (else none yet, or it failed: the next one
         # first clears what a cut-short table creation left, clear_unfinished_tables).
         self.last_build_ok = False
@@ -461,16 +463,13 @@ class Follower:
         self.seen_batch = upto
         return sorted({t[0] for t in new})
 
-    def dbt_command(self) -> tuple[str, ...] | None:
-        """What the dbt step runs: the whole ``dbt build`` (every model, seed, the snapshot and the
-        data tests) when what has landed has not been through one and the last is ``build_every``
-        seconds old or more; else ``dbt run`` of what consumers read when something landed since the
-        last run; else nothing."""
-        if not self.tested and (
+    def build_due(self) -> bool:
+        """Whether the cycle ends with the whole ``dbt build`` (every model, seed, the snapshot and
+        the data tests): what has landed has not been through one, and the last is ``build_every``
+        seconds old or more."""
+        return not self.tested and (
             self.last_tested is None or time.monotonic() - self.last_tested >= self.o.build_every
-        ):
-            return DBT_BUILD
-        return None if self.built else DBT_RUN
+        )
 
     def dbt_build(self, command: tuple[str, ...] = DBT_BUILD) -> None:
         from dbt.cli.main import dbtRunner
@@ -510,7 +509,9 @@ class Follower:
         step = "ingest"
         landed = 0
         try:
-            for step in ("ingest", "mirrors", "dbt"):
+            # "dbt run": what consumers read, when something landed; then, with it visible and the
+            # status file saying so, "dbt build" when due (its models find nothing new to merge).
+            for step in ("ingest", "mirrors", "dbt run", "dbt build"):
                 if self.stop.is_set():
                     return False
                 t0 = time.monotonic()
@@ -522,15 +523,24 @@ class Follower:
                         print(summary.line(), file=self.out, flush=True)
                 elif step == "mirrors":
                     self.new_tables()
-                elif step == "dbt" and (command := self.dbt_command()) is not None:
-                    self.dbt_build(command)
+                elif step == "dbt run":
+                    # After a failed build, the build alone: a failing data test holds back the
+                    # models it guards until it passes, as in any dbt build.
+                    if self.built or (self.build_failing and self.build_due()):
+                        continue
+                    self.dbt_build(DBT_RUN)
                     self.built = True
-                    if command == DBT_BUILD:
-                        self.tested, self.last_tested = True, t0
-                    step = f"dbt {command[0]}"  # the timing's name: which of the two ran
-                if step != "dbt":  # "dbt": nothing to build
-                    timings[step] = time.monotonic() - t0
+                    if self.build_due():
+                        self.refresh_status()
+                else:
+                    if not self.build_due():
+                        continue
+                    self.build_failing = True
+                    self.dbt_build(DBT_BUILD)
+                    self.built, self.tested, self.last_tested, self.build_failing = True, True, t0, False
+                timings[step] = time.monotonic() - t0
         except Exception as exc:
+            step = "dbt" if step.startswith("dbt") else step  # the failures' keys: ingest, mirrors, dbt
             self.counters.failures[step] = self.counters.failures.get(step, 0) + 1
             self.counters.failed_cycles += 1
             self.counters.last_error = {
@@ -549,13 +559,26 @@ class Follower:
         self.report(number, time.monotonic() - started, landed, timings)
         return True
 
+    def sources(self, number: int) -> list[status_mod.SourceStatus]:
+        """Each source's status, read from the tables (a failure is logged, not retried: the status
+        is a report)."""
+        try:
+            return status_mod.source_status(self.spark, self.o.raw_schema, self.o.schema)
+        except Exception as exc:
+            self.log(f"cycle {number}: status failed: {cause(exc)}")
+            return []
+
+    def refresh_status(self) -> None:
+        """The status file, written again with what the tables show now: between the cycle's
+        ``dbt run``, which made its changes visible, and the whole build that follows it, so that a
+        monitor sees them when they are visible, not a build later."""
+        number = self.counters.cycles + 1
+        self.last_report = (self.sources(number), self.last_report[1])
+        self.write_status("running", datetime.now(UTC))
+
     def report(self, number: int, seconds: float, landed: int, timings: dict[str, float]) -> None:
         now = datetime.now(UTC)
-        try:
-            sources = status_mod.source_status(self.spark, self.o.raw_schema, self.o.schema)
-        except Exception as exc:  # the status is a report: its failure is logged, not retried
-            self.log(f"cycle {number}: status failed: {cause(exc)}")
-            sources = []
+        sources = self.sources(number)
         slot = slot_position(self.o.dsn, self.o.slot) if self.o.dsn is not None else None
         steps = ", ".join(f"{k} {v:.1f}s" for k, v in timings.items())
         parts = [f"cycle {number} in {seconds:.1f}s ({landed} files landed; {steps})"]

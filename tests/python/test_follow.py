@@ -388,35 +388,68 @@ def scripted_steps(follower: follow.Follower, files_landed: list[int], monkeypat
             return f"landed {self.files} files"
 
     ran: list[str] = []
+
+    def dbt_build(command) -> None:
+        # A build marks whether the status file existed as it started (the run before it wrote it).
+        status = follower.o.status_file
+        ran.append(command[0] if command[0] == "run" else f"build{'' if status.exists() else ' (no status)'}")
+
     monkeypatch.setattr(follower, "ingest", Summary)
     monkeypatch.setattr(follower, "new_tables", lambda: [])
-    monkeypatch.setattr(follower, "dbt_build", lambda command: ran.append(command[0]))
+    monkeypatch.setattr(follower, "dbt_build", dbt_build)
     monkeypatch.setattr(follow.status_mod, "source_status", lambda *args: [])
     return ran
 
 
 def test_cycles_run_the_models_and_every_build_every_seconds_the_whole_build(tmp_path, monkeypatch):
-    """The whole dbt build runs once per --build-every; the cycles between run what consumers read
-    (dbt run), and a cycle with nothing new runs neither, unless the whole build of what landed is
-    due. Fails first: every cycle with new files ran dbt build."""
+    """Every cycle with new files runs what consumers read (dbt run); the whole dbt build runs once
+    per --build-every, after that run and after the status file says what it made visible, and a
+    cycle with nothing new runs neither, unless the whole build of what landed is due. Fails first:
+    every cycle with new files ran dbt build; then, a cycle due for the build ran the build alone,
+    and the status file told a monitor what it made visible only once it ended."""
     follower = bare_follower(tmp_path, build_every=0.6)
     ran = scripted_steps(follower, [1, 1, 1, 0, 0, 1], monkeypatch)
     assert follower.cycle()  # new files; no build yet in this process
     assert follower.cycle()  # new files, the tests ran just now
     assert follower.cycle()
     assert follower.cycle()  # nothing new, the tests of the last two cycles' files not yet due
-    assert ran == ["build", "run", "run"]
+    assert ran == ["run", "build", "run", "run"]
     time.sleep(0.7)
     assert follower.cycle()  # nothing new, but the whole build of what landed is due
     assert follower.cycle()  # new files, the tests ran just now
-    assert ran == ["build", "run", "run", "build", "run"]
+    assert ran == ["run", "build", "run", "run", "build", "run"]
     reports = [line for line in follower.out.getvalue().splitlines() if line.startswith("follow: cycle")]
-    assert "dbt build" in reports[0] and "dbt run" in reports[1] and "dbt" not in reports[3], reports
+    assert "dbt run" in reports[0] and "dbt build" in reports[0] and "dbt build" not in reports[1], reports
+    assert "dbt" not in reports[3], reports
 
-    every_cycle = bare_follower(tmp_path, build_every=0.0)
+    (tmp_path / "every").mkdir()
+    every_cycle = bare_follower(tmp_path / "every", build_every=0.0)
     built = scripted_steps(every_cycle, [1, 1, 0], monkeypatch)
     assert every_cycle.cycle() and every_cycle.cycle() and every_cycle.cycle()
-    assert built == ["build", "build"]
+    assert built == ["run", "build", "run", "build"]
+
+
+def test_after_a_failed_build_the_build_runs_alone_until_it_passes(tmp_path, monkeypatch):
+    """A failing data test holds back the models it guards, as in any dbt build: the cycles after a
+    failed build run the build alone (no dbt run before it) until it passes."""
+    follower = bare_follower(tmp_path, build_every=600.0)
+    ran = scripted_steps(follower, [1, 1, 1, 1], monkeypatch)
+    recorded = follower.dbt_build
+    outcomes = iter([ValueError("a data test failed"), ValueError("a data test failed"), None])
+
+    def dbt_build(command) -> None:
+        recorded(command)
+        if command[0] == "build" and (failure := next(outcomes)) is not None:
+            raise failure
+
+    monkeypatch.setattr(follower, "dbt_build", dbt_build)
+    monkeypatch.setattr(follow, "spark_alive", lambda spark: True)
+    assert not follower.cycle()  # the run, then a build that fails
+    assert not follower.cycle()  # the build alone, failing again
+    assert follower.cycle()  # the build alone, passing
+    assert follower.cycle()  # new files: the run; the next build is not due
+    assert [r.split()[0] for r in ran] == ["run", "build", "build", "build", "run"]
+    assert follower.counters.failures == {"dbt": 2}
 
 
 def test_a_cycle_between_builds_runs_what_consumers_read_and_what_it_needs():
