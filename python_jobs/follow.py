@@ -524,9 +524,10 @@ class Follower:
                 elif step == "mirrors":
                     self.new_tables()
                 elif step == "dbt run":
-                    # After a failed build, the build alone: a failing data test holds back the
-                    # models it guards until it passes, as in any dbt build.
-                    if self.built or (self.build_failing and self.build_due()):
+                    # The build alone when it is the process' first (it loads the seeds the models
+                    # read) or the last one failed (a failing data test holds back the models it
+                    # guards until it passes, as in any dbt build).
+                    if self.built or (self.build_due() and (self.last_tested is None or self.build_failing)):
                         continue
                     self.dbt_build(DBT_RUN)
                     self.built = True

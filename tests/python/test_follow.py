@@ -408,34 +408,37 @@ def test_cycles_run_the_models_and_every_build_every_seconds_the_whole_build(tmp
     every cycle with new files ran dbt build; then, a cycle due for the build ran the build alone,
     and the status file told a monitor what it made visible only once it ended."""
     follower = bare_follower(tmp_path, build_every=0.6)
-    ran = scripted_steps(follower, [1, 1, 1, 0, 0, 1], monkeypatch)
-    assert follower.cycle()  # new files; no build yet in this process
+    ran = scripted_steps(follower, [1, 1, 1, 0, 1, 0, 0], monkeypatch)
+    assert follower.cycle()  # new files; no build yet in this process: the build alone (the seeds)
     assert follower.cycle()  # new files, the tests ran just now
     assert follower.cycle()
     assert follower.cycle()  # nothing new, the tests of the last two cycles' files not yet due
-    assert ran == ["run", "build", "run", "run"]
+    assert ran == ["build (no status)", "run", "run"]
     time.sleep(0.7)
-    assert follower.cycle()  # nothing new, but the whole build of what landed is due
-    assert follower.cycle()  # new files, the tests ran just now
-    assert ran == ["run", "build", "run", "run", "build", "run"]
+    assert follower.cycle()  # new files, and the whole build is due: the run first, then the build
+    assert follower.cycle()  # nothing new, everything built and tested
+    assert ran == ["build (no status)", "run", "run", "run", "build"]
     reports = [line for line in follower.out.getvalue().splitlines() if line.startswith("follow: cycle")]
-    assert "dbt run" in reports[0] and "dbt build" in reports[0] and "dbt build" not in reports[1], reports
-    assert "dbt" not in reports[3], reports
+    assert "dbt build" in reports[0] and "dbt run" in reports[1] and "dbt" not in reports[3], reports
+    assert "dbt run" in reports[4] and "dbt build" in reports[4], reports
+    time.sleep(0.7)
+    assert follower.cycle()  # nothing new, and everything landed has been through a build
+    assert len(ran) == 5
 
     (tmp_path / "every").mkdir()
     every_cycle = bare_follower(tmp_path / "every", build_every=0.0)
     built = scripted_steps(every_cycle, [1, 1, 0], monkeypatch)
     assert every_cycle.cycle() and every_cycle.cycle() and every_cycle.cycle()
-    assert built == ["run", "build", "run", "build"]
+    assert built == ["build (no status)", "run", "build"]
 
 
 def test_after_a_failed_build_the_build_runs_alone_until_it_passes(tmp_path, monkeypatch):
     """A failing data test holds back the models it guards, as in any dbt build: the cycles after a
     failed build run the build alone (no dbt run before it) until it passes."""
-    follower = bare_follower(tmp_path, build_every=600.0)
-    ran = scripted_steps(follower, [1, 1, 1, 1], monkeypatch)
+    follower = bare_follower(tmp_path, build_every=0.3)
+    ran = scripted_steps(follower, [1, 1, 1, 1, 1], monkeypatch)
     recorded = follower.dbt_build
-    outcomes = iter([ValueError("a data test failed"), ValueError("a data test failed"), None])
+    outcomes = iter([None, ValueError("a data test failed"), ValueError("a data test failed"), None])
 
     def dbt_build(command) -> None:
         recorded(command)
@@ -444,11 +447,13 @@ def test_after_a_failed_build_the_build_runs_alone_until_it_passes(tmp_path, mon
 
     monkeypatch.setattr(follower, "dbt_build", dbt_build)
     monkeypatch.setattr(follow, "spark_alive", lambda spark: True)
-    assert not follower.cycle()  # the run, then a build that fails
+    assert follower.cycle()  # the process' first build, alone, passing
+    time.sleep(0.4)
+    assert not follower.cycle()  # new files and the build due: the run, then a build that fails
     assert not follower.cycle()  # the build alone, failing again
     assert follower.cycle()  # the build alone, passing
-    assert follower.cycle()  # new files: the run; the next build is not due
-    assert [r.split()[0] for r in ran] == ["run", "build", "build", "build", "run"]
+    assert follower.cycle()  # new files: the run; the next build is not due yet
+    assert [r.split()[0] for r in ran] == ["build", "run", "build", "build", "build", "run"]
     assert follower.counters.failures == {"dbt": 2}
 
 
