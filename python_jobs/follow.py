@@ -55,18 +55,12 @@ QUARANTINE = "_quarantine"
 # dbt build's selection: every model, seed, snapshot and data test. Unit tests check the models'
 # code, not the data: they belong in CI, not in every cycle.
 DBT_BUILD = ("build", "--exclude-resource-type", "unit_test", "--quiet")
-# A cycle between two builds runs what consumers read and what it needs. The rest (record_history,
-# the audit models, the snapshot, the data tests) runs with the build, at most every --build-every
-# seconds: its cost grows with the history, not with a cycle's changes.
-DBT_RUN = (
-    "run",
-    "--select",
-    "+consumer_records",
-    "+tag:mirror",
-    "+mirror_rejects",
-    "+mirror_tables",
-    "--quiet",
-)
+# A cycle runs what consumers read and what it needs (selectors.yml: `fresh`). The rest
+# (record_history, the audit models, mirror_rejects, the seeds, the snapshot, every data test) runs
+# at most every --build-every seconds, right after a cycle's run (`fresh_rest`: the run's models are
+# not run twice, their tests are run): its cost grows with the history, not with a cycle's changes.
+DBT_RUN = ("run", "--selector", "fresh", "--quiet")
+DBT_BUILD_REST = ("build", "--selector", "fresh_rest", "--exclude-resource-type", "unit_test", "--quiet")
 STAMP_CONF = "spark.databricks.delta.commitInfo.userMetadata"
 
 
@@ -536,8 +530,11 @@ class Follower:
                 else:
                     if not self.build_due():
                         continue
+                    # With the run's models current (run this cycle or before), the rest of the
+                    # build; the process' first build and one after a failed build: all of it.
+                    rest = self.built and self.last_tested is not None and not self.build_failing
                     self.build_failing = True
-                    self.dbt_build(DBT_BUILD)
+                    self.dbt_build(DBT_BUILD_REST if rest else DBT_BUILD)
                     self.built, self.tested, self.last_tested, self.build_failing = True, True, t0, False
                 timings[step] = time.monotonic() - t0
         except Exception as exc:

@@ -392,7 +392,9 @@ def scripted_steps(follower: follow.Follower, files_landed: list[int], monkeypat
     def dbt_build(command) -> None:
         # A build marks whether the status file existed as it started (the run before it wrote it).
         status = follower.o.status_file
-        ran.append(command[0] if command[0] == "run" else f"build{'' if status.exists() else ' (no status)'}")
+        # "build": all of it; "rest": what the cycle's run leaves out (DBT_BUILD_REST).
+        name = {follow.DBT_RUN: "run", follow.DBT_BUILD: "build", follow.DBT_BUILD_REST: "rest"}[command]
+        ran.append(name if name == "run" else f"{name}{'' if status.exists() else ' (no status)'}")
 
     monkeypatch.setattr(follower, "ingest", Summary)
     monkeypatch.setattr(follower, "new_tables", lambda: [])
@@ -406,7 +408,8 @@ def test_cycles_run_the_models_and_every_build_every_seconds_the_whole_build(tmp
     per --build-every, after that run and after the status file says what it made visible, and a
     cycle with nothing new runs neither, unless the whole build of what landed is due. Fails first:
     every cycle with new files ran dbt build; then, a cycle due for the build ran the build alone,
-    and the status file told a monitor what it made visible only once it ended."""
+    and the status file told a monitor what it made visible only once it ended; then, the build
+    after the run ran the run's models a second time."""
     follower = bare_follower(tmp_path, build_every=0.6)
     ran = scripted_steps(follower, [1, 1, 1, 0, 1, 0, 0], monkeypatch)
     assert follower.cycle()  # new files; no build yet in this process: the build alone (the seeds)
@@ -415,9 +418,9 @@ def test_cycles_run_the_models_and_every_build_every_seconds_the_whole_build(tmp
     assert follower.cycle()  # nothing new, the tests of the last two cycles' files not yet due
     assert ran == ["build (no status)", "run", "run"]
     time.sleep(0.7)
-    assert follower.cycle()  # new files, and the whole build is due: the run first, then the build
+    assert follower.cycle()  # new files, and the whole build is due: the run, then the rest of the build
     assert follower.cycle()  # nothing new, everything built and tested
-    assert ran == ["build (no status)", "run", "run", "run", "build"]
+    assert ran == ["build (no status)", "run", "run", "run", "rest"]
     reports = [line for line in follower.out.getvalue().splitlines() if line.startswith("follow: cycle")]
     assert "dbt build" in reports[0] and "dbt run" in reports[1] and "dbt" not in reports[3], reports
     assert "dbt run" in reports[4] and "dbt build" in reports[4], reports
@@ -429,7 +432,7 @@ def test_cycles_run_the_models_and_every_build_every_seconds_the_whole_build(tmp
     every_cycle = bare_follower(tmp_path / "every", build_every=0.0)
     built = scripted_steps(every_cycle, [1, 1, 0], monkeypatch)
     assert every_cycle.cycle() and every_cycle.cycle() and every_cycle.cycle()
-    assert built == ["build (no status)", "run", "build"]
+    assert built == ["build (no status)", "run", "rest"]
 
 
 def test_after_a_failed_build_the_build_runs_alone_until_it_passes(tmp_path, monkeypatch):
@@ -453,31 +456,38 @@ def test_after_a_failed_build_the_build_runs_alone_until_it_passes(tmp_path, mon
     assert not follower.cycle()  # the build alone, failing again
     assert follower.cycle()  # the build alone, passing
     assert follower.cycle()  # new files: the run; the next build is not due yet
-    assert [r.split()[0] for r in ran] == ["build", "run", "build", "build", "build", "run"]
+    assert [r.split()[0] for r in ran] == ["build", "run", "rest", "build", "build", "run"]
     assert follower.counters.failures == {"dbt": 2}
 
 
-def test_a_cycle_between_builds_runs_what_consumers_read_and_what_it_needs():
-    """consumer_records, the mirrors and their parents; not the models whose cost grows with the
-    history (record_history, the audit models), which wait for the whole build."""
+def test_a_cycle_between_builds_runs_what_consumers_read_and_the_rest_waits_for_the_build():
+    """The run: consumer_records, the mirrors, their catalog and their parents; not the models whose
+    cost grows with the history (record_history, the audit models) nor mirror_rejects, which wait
+    for the build. The build after the run (`fresh_rest`) takes every other node and the tests of
+    the run's models too: together they are the whole build, and no model runs twice."""
     from dbt.cli.main import dbtRunner
 
-    selection = [arg for arg in follow.DBT_RUN if arg not in ("run", "--quiet")]
-    result = dbtRunner().invoke(
-        ["ls", "--resource-type", "model", "--output", "name", "--quiet", *selection]
-        + ["--project-dir", str(PROJECT_DIR), "--profiles-dir", str(PROJECT_DIR)]
-    )
-    assert result.success, result.exception
-    names = set(result.result)
-    assert {
-        "consumer_records",
-        "sequin_events",
-        "source_records",
-        "column_registry",
-        "mirror_rejects",
-    } <= names
-    assert {"mirror_tables", "stg_wal__events"} <= names
-    assert not names & {"record_history", "sequin_violations", "keyless_changes", "unannounced_ddl"}
+    def listed(command: tuple[str, ...], *options: str) -> set[str]:
+        selection = [arg for arg in command if arg not in ("run", "build", "--quiet")]
+        result = dbtRunner().invoke(
+            ["ls", "--output", "name", "--quiet", *options, *selection]
+            + ["--project-dir", str(PROJECT_DIR), "--profiles-dir", str(PROJECT_DIR)]
+        )
+        assert result.success, result.exception
+        return set(result.result)
+
+    run = listed(follow.DBT_RUN, "--resource-type", "model")
+    assert {"consumer_records", "sequin_events", "source_records", "column_registry"} <= run
+    assert {"mirror_tables", "stg_wal__events"} <= run
+    assert not run & {"record_history", "sequin_violations", "keyless_changes", "unannounced_ddl", "mirror_rejects"}
+
+    built = ("--resource-type", "model", "--resource-type", "seed", "--resource-type", "snapshot")
+    built += ("--resource-type", "test")
+    everything = listed(follow.DBT_BUILD, *built)
+    rest = listed(follow.DBT_BUILD_REST, *built)
+    assert not run & rest
+    assert run | rest == everything
+    assert {"mirror_rejects", "record_history", "not_null_consumer_records_seq", "unique_sequin_events_seq"} <= rest
 
 
 # --- killed at random points, with a live Postgres ---------------------------------------------------
