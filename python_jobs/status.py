@@ -20,6 +20,7 @@ import argparse
 import json
 import os
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 
@@ -114,41 +115,55 @@ def _mirror_stamps(spark, schema: str) -> dict[str, list[int]]:
         f"{schema}.mirror_tables",
         f"select source_id, collect_set(mirror_relation) from {schema}.mirror_tables group by source_id",
     )
-    return {
-        source: [consumed_seq(spark, relation) or 0 for relation in sorted(relations)]
-        for source, (relations,) in catalog.items()
-    }
+    relations = sorted({r for (names,) in catalog.values() for r in names})
+    with ThreadPoolExecutor(max_workers=min(8, len(relations) or 1)) as pool:
+        stamps = dict(zip(relations, pool.map(lambda r: consumed_seq(spark, r) or 0, relations), strict=True))
+    return {source: [stamps[r] for r in sorted(names)] for source, (names,) in catalog.items()}
 
 
 def source_status(spark, raw_schema: str, schema: str) -> list[SourceStatus]:
-    """Every source the warehouse knows (landed or numbered), in source_id order."""
+    """Every source the warehouse knows (landed or numbered), in source_id order.
+
+    The reads that do not depend on one another run at once, in threads: each is a short Spark job
+    that mostly waits (on Delta's log, on scheduling), so together they take about the time of the
+    longest. Then one pass over sequin_events, which needs the stamps they read."""
     raw, audit = raw_schema, f"{schema}_audit"
-    frontier = _per_source(
-        spark,
-        f"{raw}.wal_frontier",
-        f"select source_id, max_by(frontier_lsn, batch_id) from {raw}.wal_frontier group by source_id",
-    )
-    pending = _per_source(
-        spark,
-        f"{raw}.wal_files",
-        f"""select latest.source_id, sum(latest.pending) from (
-                select max_by(struct(source_id, pending), batch_id) as latest
-                from {raw}.wal_files group by landing_file
-            ) group by latest.source_id""",
-    )
-    rejects = _per_source(
-        spark,
-        f"{raw}.wal_rejects",
-        f"select source_id, count(*) from {raw}.wal_rejects group by source_id",
-    )
-    violations = _per_source(
-        spark,
-        f"{audit}.sequin_violations",
-        f"select source_id, count(*) from {audit}.sequin_violations group by source_id",
-    )
-    violations_built = _exists(spark, f"{audit}.sequin_violations")
-    consumer_seq = consumed_seq(spark, f"{schema}.consumer_records")
-    mirror_stamps = _mirror_stamps(spark, schema)
+    reads = {
+        "frontier": lambda: _per_source(
+            spark,
+            f"{raw}.wal_frontier",
+            f"select source_id, max_by(frontier_lsn, batch_id) from {raw}.wal_frontier group by source_id",
+        ),
+        "pending": lambda: _per_source(
+            spark,
+            f"{raw}.wal_files",
+            f"""select latest.source_id, sum(latest.pending) from (
+                    select max_by(struct(source_id, pending), batch_id) as latest
+                    from {raw}.wal_files group by landing_file
+                ) group by latest.source_id""",
+        ),
+        "rejects": lambda: _per_source(
+            spark,
+            f"{raw}.wal_rejects",
+            f"select source_id, count(*) from {raw}.wal_rejects group by source_id",
+        ),
+        "violations": lambda: (
+            _exists(spark, f"{audit}.sequin_violations"),
+            _per_source(
+                spark,
+                f"{audit}.sequin_violations",
+                f"select source_id, count(*) from {audit}.sequin_violations group by source_id",
+            ),
+        ),
+        "consumer_seq": lambda: consumed_seq(spark, f"{schema}.consumer_records"),
+        "mirror_stamps": lambda: _mirror_stamps(spark, schema),
+    }
+    with ThreadPoolExecutor(max_workers=len(reads)) as pool:
+        futures = {name: pool.submit(read) for name, read in reads.items()}
+        read = {name: future.result() for name, future in futures.items()}
+    frontier, pending, rejects = read["frontier"], read["pending"], read["rejects"]
+    violations_built, violations = read["violations"]
+    consumer_seq, mirror_stamps = read["consumer_seq"], read["mirror_stamps"]
     # One pass over sequin_events: each source's last seq, and its newest change at or below the
     # consumer's stamp and at or below the least of its mirrors' stamps.
     mirror_upto = " ".join(
