@@ -6,12 +6,12 @@
     nothing. The materialization still creates its temporary view and checks the table's schema.
     The caller decides from what it read before rendering (a model reading by seq: no seq past the
     one stamped on its last commit); only an incremental run may skip. Only in a run that writes
-    (run, build), for a model (not a unit test, which renders the model against mocked inputs).
+    (`writes_this_model`).
     The mark lives in the manifest's flat graph (`graph`), which the model's rendering and its
     materialization share, keyed by the invocation as `run_query_once` keys its answers.
 -#}
 {% macro skip_merge_when(nothing_new) %}
-    {%- if execute and flags.WHICH in ('run', 'build') and model.resource_type == 'model' -%}
+    {%- if writes_this_model() -%}
         {%- set marks = graph.setdefault('wal_lake_skipped_merges', {}) -%}
         {%- do marks.update({model.unique_id: invocation_id if nothing_new else none}) -%}
         {%- if nothing_new -%}

@@ -52,16 +52,14 @@
         failed before this one is cleared first); then the stamp, which rides on the merge's commit
         alone: a merge that fails leaves the mirror's last stamp where it was.
     -#}
-    {%- if execute and flags.WHICH in ('run', 'build') and model.resource_type == 'model' -%}
+    {%- if writes_this_model() -%}
         {%- do run_query(unstamp_consumed_seq()) -%}
         {%- if incremental -%}
             {%- do mirror_check_identity(this, source_id, source_schema, source_table) -%}
             {%- do mirror_evolve_columns(this, columns) -%}
         {%- endif -%}
-        {%- do run_query(stamp_consumed_seq(bounds)) -%}
     {%- endif -%}
-    {#- No seq past the consumed one: no merge at all (`skip_merge_when`). -#}
-    {%- do skip_merge_when(incremental and bounds.upto == bounds.consumed) %}
+    {%- do stamp_run(bounds) %}
 
 with
 

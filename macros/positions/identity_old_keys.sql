@@ -12,7 +12,7 @@
     record_pk (keyless_changes counts it).
 
     sequin_events renders it only when a change of the run has an old_identity
-    (`has_identity_lookups`): the lookup reads the run's states and the whole log.
+    (`events_past`): the lookup reads the run's states and the whole log.
 -#}
 {% macro identity_old_keys(changes, log_relation) -%}
     {%- set state_columns = [

@@ -17,16 +17,27 @@
     {%- set query = 'describe history ' ~ real_table(relation) ~ ' limit 50' -%}
     {%- set history = run_query_once(query, key=query ~ ' (after its run)' if after_its_run else none) -%}
     {%- for row in history.rows -%}
-        {%- set metadata = row['userMetadata'] -%}
-        {%- if metadata and metadata.startswith('wal_lake.consumed_seq=') -%}
-            {%- set stamp = {'consumed_seq': none, 'sequin_table_id': none, 'subscriptions': none} -%}
-            {%- for field in metadata.removeprefix('wal_lake.').split(',') -%}
-                {%- set name, value = field.split('=', 1) if '=' in field else (field, none) -%}
-                {%- do stamp.update({name.strip(): value.strip() if value is not none else none}) -%}
-            {%- endfor -%}
-            {%- do stamp.update({'consumed_seq': stamp['consumed_seq'] | int}) -%}
+        {%- set stamp = parse_seq_stamp(row['userMetadata']) -%}
+        {%- if stamp is not none -%}
             {{ return(stamp) }}
         {%- endif -%}
     {%- endfor -%}
     {{ return(none) }}
+{% endmacro %}
+
+{#-
+    A commit's user metadata as the stamp `stamp_consumed_seq` wrote (`consumed_seq`, an int;
+    `sequin_table_id` and `subscriptions`, none when absent); none when it is not a stamp.
+-#}
+{% macro parse_seq_stamp(metadata) %}
+    {%- if not metadata or not metadata.startswith('wal_lake.consumed_seq=') -%}
+        {{ return(none) }}
+    {%- endif -%}
+    {%- set stamp = {'consumed_seq': none, 'sequin_table_id': none, 'subscriptions': none} -%}
+    {%- for field in metadata.removeprefix('wal_lake.').split(',') -%}
+        {%- set name, value = field.split('=', 1) if '=' in field else (field, none) -%}
+        {%- do stamp.update({name.strip(): value.strip() if value is not none else none}) -%}
+    {%- endfor -%}
+    {%- do stamp.update({'consumed_seq': stamp['consumed_seq'] | int}) -%}
+    {{ return(stamp) }}
 {% endmacro %}

@@ -10,15 +10,16 @@
     skipped), or when no mark is set (not a run that writes).
 -#}
 {% macro stamp_unwritten_run() %}
-    {%- if execute and flags.WHICH in ('run', 'build') and model.resource_type == 'model' -%}
+    {%- if writes_this_model() -%}
         {%- set mark = run_query('set spark.databricks.delta.commitInfo.userMetadata').rows[0][1] -%}
-        {%- if mark.startswith('wal_lake.consumed_seq=') -%}
+        {%- set stamp = parse_seq_stamp(mark) -%}
+        {%- if stamp is not none -%}
             {%- set table = real_table(this) -%}
             {%- set last = run_query('describe history ' ~ table ~ ' limit 1').rows[0]['userMetadata'] -%}
             {%- if last != mark -%}
-                {%- set upto = mark.split(',')[0].split('=')[1] -%}
                 {%- do run_query(
-                    'alter table ' ~ table ~ " set tblproperties ('wal_lake.consumed_seq' = '" ~ upto ~ "')"
+                    'alter table ' ~ table ~ " set tblproperties ('wal_lake.consumed_seq' = '"
+                    ~ stamp.consumed_seq ~ "')"
                 ) -%}
             {%- endif -%}
         {%- endif -%}

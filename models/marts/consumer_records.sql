@@ -35,11 +35,10 @@
 ) -%}
 {#-
     `upto` rides on the model's own Delta commit (its merge or create), so the next run starts
-    exactly where this one ended; the post-hook clears the mark.
+    exactly where this one ended; the post-hook clears the mark. A run with no seq past the
+    consumed one runs no merge.
 -#}
 {%- do stamp_run(bounds) -%}
-{#- A run with no seq past the consumed one merges nothing: no merge at all (`skip_merge_when`). -#}
-{%- do skip_merge_when(incremental and bounds.upto == bounds.consumed) %}
 
 with
 

@@ -39,10 +39,11 @@
 {%- set bounds = fold_run_bounds(this, ref('sequin_events'), incremental, truncates_void=false) -%}
 {#- A run with nothing new reads no held version: it has none to end. -#}
 {%- set reads_held = incremental and bounds.upto > bounds.consumed -%}
-{#- `upto` rides on the model's own Delta commit, so the next run starts where this one ended. -#}
+{#-
+    `upto` rides on the model's own Delta commit, so the next run starts where this one ended; a
+    run with no seq past the consumed one runs no merge.
+-#}
 {%- do stamp_run(bounds) -%}
-{#- A run with no seq past the consumed one merges nothing: no merge at all (`skip_merge_when`). -#}
-{%- do skip_merge_when(incremental and bounds.upto == bounds.consumed) -%}
 {%- set table_key = ['source_id', 'source_schema', 'source_table'] -%}
 {%- set record_key = table_key + ['record_pk'] -%}
 {%- set broadcast_moves = bounds.key_moves <= var('wal_lake_broadcast_key_moves', 200000) | int %}

@@ -35,10 +35,10 @@
     stay out of this table; sequin_violations reports the second kind.
 -#}
 {%- set consumed = consumed_positions(this) if is_incremental() else [] -%}
+{%- set past = events_past(ref('int_events_consumable'), consumed) -%}
 {#- Nothing consumable past the consumed batches: nothing to merge, no merge at all (`skip_merge_when`). -#}
-{%- set anything_new = has_events_past(ref('int_events_consumable'), consumed) -%}
-{%- do skip_merge_when(is_incremental() and not anything_new) -%}
-{%- set resolve_identities = anything_new and has_identity_lookups(ref('int_events_consumable'), consumed) -%}
+{%- do skip_merge_when(is_incremental() and not past.found) -%}
+{%- set resolve_identities = past.found and past.identity_lookups -%}
 {#- seq's running sums go per range of 2^seq_range_bits bytes of WAL (16 MiB): transactions' tasks. -#}
 {%- set seq_range_bits = var('wal_lake_seq_range_bits', 24) | int -%}
 

@@ -36,11 +36,10 @@
 {#-
     `upto` rides on the model's own Delta commit (its merge or create), so the next run starts
     exactly where this one ended, even when its last touches were deletes, and the models reading
-    it by seq read it back; the post-hook clears the mark.
+    it by seq read it back; the post-hook clears the mark. A run with no seq past the consumed
+    one runs no merge.
 -#}
 {%- do stamp_run(bounds) -%}
-{#- A run with no seq past the consumed one merges nothing: no merge at all (`skip_merge_when`). -#}
-{%- do skip_merge_when(incremental and bounds.upto == bounds.consumed) -%}
 {%- set table_key = ['source_id', 'source_schema', 'source_table'] -%}
 {%- set record_key = table_key + ['record_pk'] -%}
 {#-

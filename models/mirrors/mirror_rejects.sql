@@ -34,9 +34,8 @@
     change of the written columns takes a full refresh.
 -#}
 {%- set bounds = records_run_bounds(this, ref('source_records'), is_incremental()) -%}
+{#- `upto` rides on the model's own commit; a run with no seq past the consumed one runs no merge. -#}
 {%- do stamp_run(bounds) -%}
-{#- A run with no seq past the consumed one merges nothing: no merge at all (`skip_merge_when`). -#}
-{%- do skip_merge_when(is_incremental() and bounds.upto == bounds.consumed) -%}
 
 with
 
