@@ -407,6 +407,9 @@ class Follower:
         self.known_tables: set[tuple] | None = None  # tables with column types, once read
         self.seen_batch = 0  # the batches up to which known_tables has read wal_events
         self.last_report: tuple[list, dict | None] = ([], None)  # the sources and slot last reported
+        # The ingestion ledger, from one cycle to the next (this follower is the raw schema's one
+        # writer: it holds the warehouse's lock); a failed ingestion leaves none.
+        self.carry = None  # python_jobs.ingest.job.Carry, made at the first ingestion
 
     def log(self, message: str) -> None:
         print(f"follow: {message}", file=self.out, flush=True)
@@ -417,15 +420,21 @@ class Follower:
         from python_jobs.ingest import job as ingest
         from python_jobs.ingest.landing import LandingError
 
+        if self.carry is None:
+            self.carry = ingest.Carry()
         try:
-            return ingest.run(self.spark, self.o.landing, schema=self.o.raw_schema, out=self.out)
+            return ingest.run(
+                self.spark, self.o.landing, schema=self.o.raw_schema, out=self.out, carry=self.carry
+            )
         except LandingError as first:
             moved = quarantine_unusable(self.spark, self.o.landing, self.o.raw_schema, self.out)
             if not moved:
                 raise
             self.counters.quarantined += moved
             self.log(f"{len(moved)} file(s) quarantined after: {first}; landing the rest")
-            return ingest.run(self.spark, self.o.landing, schema=self.o.raw_schema, out=self.out)
+            return ingest.run(
+                self.spark, self.o.landing, schema=self.o.raw_schema, out=self.out, carry=self.carry
+            )
 
     def new_tables(self) -> list[str]:
         """Write the mirror models of tables seen for the first time; the sources they belong to.

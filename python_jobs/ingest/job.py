@@ -61,7 +61,7 @@ from python_jobs.ingest.plan import (
 )
 from python_jobs.ingest.table_keys import TableKey
 
-__all__ = ["BatchResult", "IngestError", "RunSummary", "load", "run", "run_batch"]
+__all__ = ["BatchResult", "Carry", "IngestError", "RunSummary", "load", "run", "run_batch"]
 
 # Landing text per shuffle partition of a batch. The session's spark.sql.shuffle.partitions suits the
 # models and small batches; a large batch raises it for its own shuffles, so that no partition of the
@@ -356,6 +356,30 @@ class _Known:
         self.history.extend(o.row(batch_id) for o in result.files)
         self.states.update((o.landing_file, o.state()) for o in result.files)
         self.frontiers.update(result.frontiers)
+        self.planned = max(self.planned, batch_id)
+        self.created = False
+
+
+@dataclass
+class Carry:
+    """What a run leaves for the next run of the same process on the same raw schema: the ledger as
+    it read it and kept current, so the next run reads none of it again (three Spark jobs whose
+    cost grows with the files landed). Only for a process that is the raw schema's one writer
+    between its runs (the follower, which holds the warehouse's lock). A run that fails leaves
+    nothing: the next one reads the ledger again, as after any crash."""
+
+    schema: str | None = None
+    ledger: Ledger | None = None
+    known: _Known | None = None
+
+    def take(self, schema: str) -> tuple[Ledger, _Known] | None:
+        """The ledger and what it holds, when the last run on ``schema`` ended well; cleared."""
+        carried = (self.ledger, self.known) if self.schema == schema and self.known is not None else None
+        self.schema = self.ledger = self.known = None
+        return carried  # type: ignore[return-value]
+
+    def keep(self, schema: str, ledger: Ledger, known: _Known) -> None:
+        self.schema, self.ledger, self.known = schema, ledger, known
 
 
 def _open_ledger(spark: SparkSession, schema: str) -> Ledger:
@@ -407,17 +431,23 @@ def run(
     out: TextIO = sys.stdout,
     max_bytes_per_batch: int | None = DEFAULT_MAX_BATCH_BYTES,
     table_keys_file: str | None = None,
+    carry: Carry | None = None,
 ) -> RunSummary:
     """Land every new file (and re-read pending tails) in batches of at most ``max_files_per_batch``
     new files and ``max_bytes_per_batch`` bytes of them (None: no limit); return the run's accounting.
-    ``table_keys_file``: the table registry (None: the project's seeds/table_keys.csv)."""
+    ``table_keys_file``: the table registry (None: the project's seeds/table_keys.csv). ``carry``:
+    the ledger the last run of this process left (``Carry``), taken, and kept for the next."""
     if source_format not in FORMATS:
         raise IngestError(f"unknown format '{source_format}' (expected one of {', '.join(FORMATS)})")
     keys = table_keys.load(table_keys_file)
     started = time.monotonic()
-    ledger = _open_ledger(spark, schema)
+    carried = carry.take(schema) if carry is not None else None
+    ledger = carried[0] if carried is not None else _open_ledger(spark, schema)
     listed = list_files(spark, landing, sources)
-    known = _Known.nothing() if ledger.ensure_tables() else _Known.read(ledger)
+    if carried is not None:
+        known = carried[1]
+    else:
+        known = _Known.nothing() if ledger.ensure_tables() else _Known.read(ledger)
     summary = RunSummary()
     batches = _batches(
         ledger, listed, known, source_format, max_files_per_batch, max_bytes_per_batch, out, sources
@@ -430,4 +460,6 @@ def run(
     summary.pending_end = sum(summary.run_pending.values())
     summary.overall = totals(known.history)
     summary.seconds = time.monotonic() - started
+    if carry is not None:
+        carry.keep(schema, ledger, known)
     return summary

@@ -401,6 +401,71 @@ def test_a_crash_at_any_write_then_a_rerun_gives_the_undisturbed_result(spark, l
     assert _landed(spark, schema) == expected
 
 
+def test_runs_that_carry_the_ledger_land_as_runs_that_read_it_and_a_failed_run_carries_nothing(
+    spark, landing, schema, monkeypatch
+):
+    """The follower's runs carry the ledger from one to the next (job.Carry) instead of reading it
+    again: the same files, cut the same way, land the same rows as runs that read it; a carried run
+    reads none of the ledger's tables; a run that fails leaves nothing to carry, so the next reads
+    the ledger and resumes the unfinished batch, as after any crash."""
+    cuts = [FIXTURE_LINES[:7], [*FIXTURE_LINES[7:11], "{oops\n", *FIXTURE_LINES[11:16]], FIXTURE_LINES[16:]]
+    read_landing = landing.parent / "read_landing"
+    (read_landing / "src").mkdir(parents=True)
+    read_schema = f"{schema}_read"
+    carry = job.Carry()
+    reads: list[str] = []
+    for name in ("file_rows", "frontiers", "last_planned"):
+        original = getattr(Ledger, name)
+
+        def reading(self, _original=original, _name=name):
+            reads.append(_name)
+            return _original(self)
+
+        monkeypatch.setattr(Ledger, name, reading)
+    for number, lines in enumerate(cuts[:2], start=1):
+        write(landing / "src" / f"{number:04}.jsonl", lines)
+        write(read_landing / "src" / f"{number:04}.jsonl", lines)
+        reads.clear()
+        carried, _ = ingest(spark, landing, schema, carry=carry)
+        assert reads == [], reads  # (the first run of a new schema creates its ledger: nothing to read)
+        read, _ = ingest(spark, read_landing, read_schema)
+        assert reads or number == 1  # a run without a carry reads the ledger
+        assert (carried.landed, carried.rejected, carried.pending_end, carried.overall) == (
+            read.landed,
+            read.rejected,
+            read.pending_end,
+            read.overall,
+        )
+    write(landing / "src" / "0003.jsonl", cuts[2])
+    write(read_landing / "src" / "0003.jsonl", cuts[2])
+    with monkeypatch.context() as patch:
+        _crash_at(patch, FILES)
+        with pytest.raises(RuntimeError, match="simulated crash"):
+            ingest(spark, landing, schema, carry=carry)
+    assert carry.known is None
+    reads.clear()
+    summary, out = ingest(spark, landing, schema, carry=carry)
+    assert "resuming an unfinished batch" in out and summary.batches == 1
+    assert sorted(reads) == ["file_rows", "frontiers", "last_planned"]
+    ingest(spark, read_landing, read_schema)
+
+    def landed(name: str) -> dict[str, list]:
+        def key(r: dict) -> tuple:
+            return tuple(
+                sorted(
+                    (k, str(v).replace("read_landing", "landing"))
+                    for k, v in r.items()
+                    if k not in ("ingested_at", "updated_at", "done_at")
+                )
+            )
+
+        return {
+            table: sorted(map(key, rows(spark, name, table))) for table in (EVENTS, REJECTS, FRONTIER, FILES)
+        }
+
+    assert landed(schema) == landed(read_schema)
+
+
 def test_cli_fails_with_one_clear_line(spark, tmp_path, capsys):
     assert cli.main(["--landing", str(tmp_path / "nowhere")]) == 2
     assert capsys.readouterr().err.strip().startswith("ingest: error: landing path not found")
