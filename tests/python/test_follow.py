@@ -479,7 +479,8 @@ def test_a_cycle_between_builds_runs_what_consumers_read_and_the_rest_waits_for_
     run = listed(follow.DBT_RUN, "--resource-type", "model")
     assert {"consumer_records", "sequin_events", "source_records", "column_registry"} <= run
     assert {"mirror_tables", "stg_wal__events"} <= run
-    assert not run & {"record_history", "sequin_violations", "keyless_changes", "unannounced_ddl", "mirror_rejects"}
+    growing = {"record_history", "sequin_violations", "keyless_changes", "unannounced_ddl", "mirror_rejects"}
+    assert not run & growing
 
     built = ("--resource-type", "model", "--resource-type", "seed", "--resource-type", "snapshot")
     built += ("--resource-type", "test")
@@ -487,7 +488,7 @@ def test_a_cycle_between_builds_runs_what_consumers_read_and_the_rest_waits_for_
     rest = listed(follow.DBT_BUILD_REST, *built)
     assert not run & rest
     assert run | rest == everything
-    assert {"mirror_rejects", "record_history", "not_null_consumer_records_seq", "unique_sequin_events_seq"} <= rest
+    assert growing | {"not_null_consumer_records_seq", "unique_sequin_events_seq"} <= rest
 
 
 # --- killed at random points, with a live Postgres ---------------------------------------------------
