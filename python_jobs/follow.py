@@ -422,19 +422,21 @@ class Follower:
 
         if self.carry is None:
             self.carry = ingest.Carry()
-        try:
+
+        def land():
             return ingest.run(
                 self.spark, self.o.landing, schema=self.o.raw_schema, out=self.out, carry=self.carry
             )
+
+        try:
+            return land()
         except LandingError as first:
             moved = quarantine_unusable(self.spark, self.o.landing, self.o.raw_schema, self.out)
             if not moved:
                 raise
             self.counters.quarantined += moved
             self.log(f"{len(moved)} file(s) quarantined after: {first}; landing the rest")
-            return ingest.run(
-                self.spark, self.o.landing, schema=self.o.raw_schema, out=self.out, carry=self.carry
-            )
+            return land()
 
     def new_tables(self) -> list[str]:
         """Write the mirror models of tables seen for the first time; the sources they belong to.
@@ -473,6 +475,12 @@ class Follower:
         return not self.tested and (
             self.last_tested is None or time.monotonic() - self.last_tested >= self.o.build_every
         )
+
+    def build_alone(self) -> bool:
+        """Whether the next whole build runs alone, whole, with no ``dbt run`` before it: the
+        process' first (it loads the seeds the models read) and any after a failed one (a failing
+        data test holds back the models it guards until it passes, as in any dbt build)."""
+        return self.last_tested is None or self.build_failing
 
     def dbt_build(self, command: tuple[str, ...] = DBT_BUILD) -> None:
         from dbt.cli.main import dbtRunner
@@ -527,10 +535,7 @@ class Follower:
                 elif step == "mirrors":
                     self.new_tables()
                 elif step == "dbt run":
-                    # The build alone when it is the process' first (it loads the seeds the models
-                    # read) or the last one failed (a failing data test holds back the models it
-                    # guards until it passes, as in any dbt build).
-                    if self.built or (self.build_due() and (self.last_tested is None or self.build_failing)):
+                    if self.built or (self.build_due() and self.build_alone()):
                         continue
                     self.dbt_build(DBT_RUN)
                     self.built = True
@@ -540,8 +545,8 @@ class Follower:
                     if not self.build_due():
                         continue
                     # With the run's models current (run this cycle or before), the rest of the
-                    # build; the process' first build and one after a failed build: all of it.
-                    rest = self.built and self.last_tested is not None and not self.build_failing
+                    # build; a build that runs alone: all of it.
+                    rest = self.built and not self.build_alone()
                     self.build_failing = True
                     self.dbt_build(DBT_BUILD_REST if rest else DBT_BUILD)
                     self.built, self.tested, self.last_tested, self.build_failing = True, True, t0, False
