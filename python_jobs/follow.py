@@ -60,6 +60,11 @@ DBT_BUILD = ("build", "--exclude-resource-type", "unit_test", "--quiet")
 # at most every --build-every seconds, right after a cycle's run (`fresh_rest`: the run's models are
 # not run twice, their tests are run): its cost grows with the history, not with a cycle's changes.
 DBT_RUN = ("run", "--selector", "fresh", "--quiet")
+# The same less the column catalog (column_registry, mirror_tables; `fresh_records`): what a cycle
+# runs when nothing it landed shows a column or a type the catalog lacks, or one earlier than the
+# catalog's first sight of it. The mirrors read only those from the catalog; the catalog's last
+# sightings catch up at the next whole build, whose run takes all of `fresh`.
+DBT_RUN_RECORDS = ("run", "--selector", "fresh_records", "--quiet")
 DBT_BUILD_REST = ("build", "--selector", "fresh_rest", "--exclude-resource-type", "unit_test", "--quiet")
 STAMP_CONF = "spark.databricks.delta.commitInfo.userMetadata"
 
@@ -405,6 +410,10 @@ class Follower:
         # first clears what a cut-short table creation left, clear_unfinished_tables).
         self.last_build_ok = False
         self.known_tables: set[tuple] | None = None  # tables with column types, once read
+        # Per table and set of column types landed, the least position it was seen at (once read),
+        # and whether the catalog (column_registry, mirror_tables) holds every one of them.
+        self.type_sets: dict[tuple, tuple] | None = None
+        self.catalog_current = False
         self.seen_batch = 0  # the batches up to which known_tables has read wal_events
         self.last_report: tuple[list, dict | None] = ([], None)  # the sources and slot last reported
         # The ingestion ledger, from one cycle to the next (this follower is the raw schema's one
@@ -443,7 +452,9 @@ class Follower:
 
         The first cycle writes every table's (a new checkout has none); later ones read only the
         batches landed since the last look (Delta skips the files of older batches), and write the
-        models of their sources when a table is new."""
+        models of their sources when a table is new. The same read tells whether the catalog needs
+        a run (`catalog_current`): a set of column types not seen before, or seen at an earlier
+        position than before (a late file), may add a column, a type, or an earlier first sight."""
         from python_jobs import mirrors
 
         raw = self.o.raw_schema
@@ -452,20 +463,27 @@ class Follower:
         upto = self.spark.sql(f"select max(batch_id) from {raw}.wal_files").first()[0] or 0
         if self.known_tables is not None and upto == self.seen_batch:
             return []
-        tables = {
-            tuple(r)
-            for r in self.spark.sql(
-                f"select distinct source_id, source_schema, source_table from {raw}.wal_events "
-                f"where batch_id > {self.seen_batch} and batch_id <= {upto} and column_types is not null"
-            ).collect()
-        }
+        # A map is not a grouping key; its entries are (as column_registry groups them).
+        landed = self.spark.sql(
+            f"select source_id, source_schema, source_table, map_entries(column_types) as entries, "
+            f"min(struct(commit_lsn, commit_idx)) as first_seen from {raw}.wal_events "
+            f"where batch_id > {self.seen_batch} and batch_id <= {upto} and column_types is not null "
+            f"group by source_id, source_schema, source_table, map_entries(column_types)"
+        ).collect()
+        type_sets = dict(self.type_sets or {})
+        for row in landed:
+            key = (row.source_id, row.source_schema, row.source_table, tuple(map(tuple, row.entries)))
+            first_seen = tuple(-1 if value is None else value for value in row.first_seen)
+            if key not in type_sets or first_seen < type_sets[key]:
+                type_sets[key] = first_seen
+                self.catalog_current = False
+        tables = {key[:3] for key in type_sets}
         new = tables - (self.known_tables or set())
         if self.known_tables is None:
             mirrors.generate(self.spark, raw)
         elif new:
             mirrors.generate(self.spark, raw, sources=sorted({t[0] for t in new}))
-        self.known_tables = (self.known_tables or set()) | tables
-        self.seen_batch = upto
+        self.known_tables, self.type_sets, self.seen_batch = tables, type_sets, upto
         return sorted({t[0] for t in new})
 
     def build_due(self) -> bool:
@@ -537,8 +555,10 @@ class Follower:
                 elif step == "dbt run":
                     if self.built or (self.build_due() and self.build_alone()):
                         continue
-                    self.dbt_build(DBT_RUN)
-                    self.built = True
+                    # Before the whole build, the catalog too: the rest reads it (mirror_rejects).
+                    catalog = not self.catalog_current or self.build_due()
+                    self.dbt_build(DBT_RUN if catalog else DBT_RUN_RECORDS)
+                    self.built, self.catalog_current = True, True
                     if self.build_due():
                         self.refresh_status()
                 else:
@@ -550,6 +570,7 @@ class Follower:
                     self.build_failing = True
                     self.dbt_build(DBT_BUILD_REST if rest else DBT_BUILD)
                     self.built, self.tested, self.last_tested, self.build_failing = True, True, t0, False
+                    self.catalog_current = True
                 timings[step] = time.monotonic() - t0
         except Exception as exc:
             step = "dbt" if step.startswith("dbt") else step  # the failures' keys: ingest, mirrors, dbt

@@ -392,9 +392,16 @@ def scripted_steps(follower: follow.Follower, files_landed: list[int], monkeypat
     def dbt_build(command) -> None:
         # A build marks whether the status file existed as it started (the run before it wrote it).
         status = follower.o.status_file
-        # "build": all of it; "rest": what the cycle's run leaves out (DBT_BUILD_REST).
-        name = {follow.DBT_RUN: "run", follow.DBT_BUILD: "build", follow.DBT_BUILD_REST: "rest"}[command]
-        ran.append(name if name == "run" else f"{name}{'' if status.exists() else ' (no status)'}")
+        # "build": all of it; "rest": what the cycle's run leaves out (DBT_BUILD_REST); "records":
+        # the run without the column catalog (DBT_RUN_RECORDS).
+        name = {
+            follow.DBT_RUN: "run",
+            follow.DBT_RUN_RECORDS: "records",
+            follow.DBT_BUILD: "build",
+            follow.DBT_BUILD_REST: "rest",
+        }[command]
+        marked = name in ("run", "records") or status.exists()
+        ran.append(name if marked else f"{name} (no status)")
 
     monkeypatch.setattr(follower, "ingest", Summary)
     monkeypatch.setattr(follower, "new_tables", lambda: [])
@@ -416,11 +423,12 @@ def test_cycles_run_the_models_and_every_build_every_seconds_the_whole_build(tmp
     assert follower.cycle()  # new files, the tests ran just now
     assert follower.cycle()
     assert follower.cycle()  # nothing new, the tests of the last two cycles' files not yet due
-    assert ran == ["build (no status)", "run", "run"]
+    # Nothing landed is new to the column catalog (new_tables is stubbed): the runs leave it out.
+    assert ran == ["build (no status)", "records", "records"]
     time.sleep(0.7)
     assert follower.cycle()  # new files, and the whole build is due: the run, then the rest of the build
     assert follower.cycle()  # nothing new, everything built and tested
-    assert ran == ["build (no status)", "run", "run", "run", "rest"]
+    assert ran == ["build (no status)", "records", "records", "run", "rest"]
     reports = [line for line in follower.out.getvalue().splitlines() if line.startswith("follow: cycle")]
     assert "dbt build" in reports[0] and "dbt run" in reports[1] and "dbt" not in reports[3], reports
     assert "dbt run" in reports[4] and "dbt build" in reports[4], reports
@@ -456,8 +464,43 @@ def test_after_a_failed_build_the_build_runs_alone_until_it_passes(tmp_path, mon
     assert not follower.cycle()  # the build alone, failing again
     assert follower.cycle()  # the build alone, passing
     assert follower.cycle()  # new files: the run; the next build is not due yet
-    assert [r.split()[0] for r in ran] == ["build", "run", "rest", "build", "build", "run"]
+    assert [r.split()[0] for r in ran] == ["build", "run", "rest", "build", "build", "records"]
     assert follower.counters.failures == {"dbt": 2}
+
+
+def test_the_column_catalog_runs_in_a_cycle_only_when_what_landed_is_new_to_it(tmp_path, monkeypatch):
+    """column_registry and mirror_tables (the catalog) run in the cycles whose files show a column or
+    type they lack (new_tables says so), until a run with them succeeds, and in every cycle that
+    ends with the whole build; the other cycles run the rest of `fresh`. Fails first: every cycle
+    ran the catalog."""
+    follower = bare_follower(tmp_path, build_every=1.0)
+    ran = scripted_steps(follower, [1] * 6, monkeypatch)
+    news = iter([True, False, True, False, False, False])  # something new to the catalog
+
+    def new_tables() -> list[str]:
+        if next(news):
+            follower.catalog_current = False
+        return []
+
+    monkeypatch.setattr(follower, "new_tables", new_tables)
+    recorded = follower.dbt_build
+    failures = iter([None, None, ValueError("Spark failed"), None, None, None, None])
+
+    def dbt_build(command) -> None:
+        recorded(command)
+        if (failure := next(failures)) is not None:
+            raise failure
+
+    monkeypatch.setattr(follower, "dbt_build", dbt_build)
+    monkeypatch.setattr(follow, "spark_alive", lambda spark: True)
+    assert follower.cycle()  # the process' first build: all of it
+    assert follower.cycle()  # nothing new to the catalog
+    assert not follower.cycle()  # a new column: the run with the catalog, which fails
+    assert follower.cycle()  # nothing new, but the catalog is behind: with it again
+    assert follower.cycle()  # caught up
+    time.sleep(1.1)
+    assert follower.cycle()  # the whole build is due: the catalog runs before its rest
+    assert ran == ["build (no status)", "records", "run", "run", "records", "run", "rest"]
 
 
 def test_a_cycle_between_builds_runs_what_consumers_read_and_the_rest_waits_for_the_build():
@@ -479,6 +522,9 @@ def test_a_cycle_between_builds_runs_what_consumers_read_and_the_rest_waits_for_
     run = listed(follow.DBT_RUN, "--resource-type", "model")
     assert {"consumer_records", "sequin_events", "source_records", "column_registry"} <= run
     assert {"mirror_tables", "stg_wal__events"} <= run
+    # Between catalog changes: the same less the catalog.
+    catalog = {"column_registry", "mirror_tables"}
+    assert listed(follow.DBT_RUN_RECORDS, "--resource-type", "model") == run - catalog
     growing = {"record_history", "sequin_violations", "keyless_changes", "unannounced_ddl", "mirror_rejects"}
     assert not run & growing
 
@@ -707,7 +753,9 @@ def test_killed_at_random_points_and_postgres_restarted_the_follower_converges(t
 
 
 def test_a_table_first_seen_in_a_later_batch_gets_its_mirror_model(spark, tmp_path, monkeypatch):
-    """The mirror step reads only the batches landed since its last look, and misses no new table."""
+    """The mirror step reads only the batches landed since its last look, and misses no new table,
+    nor a set of column types new to the column catalog or seen earlier than before (a late file).
+    Fails without the catalog's check: catalog_current stays true after a new column."""
     from python_jobs import mirrors
 
     raw = "follow_new_tables_raw"
@@ -716,13 +764,20 @@ def test_a_table_first_seen_in_a_later_batch_gets_its_mirror_model(spark, tmp_pa
     spark.sql(f"create table {raw}.wal_files (batch_id bigint) using delta")
     spark.sql(
         f"create table {raw}.wal_events (source_id string, source_schema string, source_table string,"
-        " column_types map<string, string>, batch_id bigint) using delta"
+        " commit_lsn bigint, commit_idx int, column_types map<string, string>, batch_id bigint) using delta"
     )
 
-    def land(batch: int, *tables: tuple[str, str]) -> None:
-        rows = ", ".join(f"('{s}', 'public', '{t}', map('id', 'bigint'), {batch})" for s, t in tables)
+    def land(batch: int, *tables: tuple[str, str], types="map('id', 'bigint')", lsn=None) -> None:
+        lsn = batch * 100 if lsn is None else lsn
+        rows = ", ".join(f"('{s}', 'public', '{t}', {lsn}, 0, {types}, {batch})" for s, t in tables)
         spark.sql(f"insert into {raw}.wal_events values {rows}")
         spark.sql(f"insert into {raw}.wal_files values ({batch})")
+
+    def catalog_news() -> bool:
+        """Whether the last look found something new to the catalog; then as after a run of it."""
+        news = not follower.catalog_current
+        follower.catalog_current = True
+        return news
 
     generated = []
     monkeypatch.setattr(mirrors, "generate", lambda _spark, schema, sources=None: generated.append(sources))
@@ -730,13 +785,25 @@ def test_a_table_first_seen_in_a_later_batch_gets_its_mirror_model(spark, tmp_pa
     follower.spark = spark
     land(1, ("a", "orders"), ("a", "items"))
     assert follower.new_tables() == ["a"] and generated == [None]  # the first look: every table's
+    assert catalog_news()
     land(2, ("a", "orders"), ("b", "users"))
     assert follower.new_tables() == ["b"] and generated == [None, ["b"]]
+    assert catalog_news()
     assert follower.new_tables() == [] and len(generated) == 2  # nothing landed since
     land(3, ("a", "orders"))
     assert follower.new_tables() == [] and len(generated) == 2
+    assert not catalog_news()  # the same columns and types, later
     land(4, ("a", "refunds"))
     assert follower.new_tables() == ["a"] and generated[-1] == ["a"]
+    assert catalog_news()
+    land(5, ("a", "orders"), types="map('id', 'bigint', 'note', 'text')")  # a column added
+    assert follower.new_tables() == [] and catalog_news()
+    land(6, ("a", "orders"), types="map('id', 'integer')")  # a type changed
+    assert follower.new_tables() == [] and catalog_news()
+    land(7, ("a", "orders"), lsn=50)  # a late file: seen before, but earlier than first seen
+    assert follower.new_tables() == [] and catalog_news()
+    land(8, ("a", "orders"), ("a", "refunds"), ("b", "users"))
+    assert follower.new_tables() == [] and not catalog_news()
     spark.sql(f"drop schema {raw} cascade")
 
 
