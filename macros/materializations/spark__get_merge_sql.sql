@@ -8,10 +8,6 @@
       target: models select it only when `is_incremental()`.
     - `merge_update`: false turns the merge into insert-only (rows already in the target are never
       touched: `sequin_events` uses it so an assigned `seq` can never change).
-    - `merge_keys_all_new`: true when the model guarantees that no row it selects has a key the
-      table holds (`sequin_events` keeps only positions past each source's greatest consumed one).
-      The merge is then written as an insert: it reads nothing of the table, so its cost does not
-      grow with the table, where a merge joins the run's rows against all of it.
 
     Columns are written by name from the target's column list, so source-only helper columns are
     ignored. Without these configs it behaves like dbt-spark's merge. A model whose run has nothing
@@ -31,14 +27,6 @@
     {%- set update_columns = get_merge_update_columns(
         config.get('merge_update_columns'), config.get('merge_exclude_columns'), dest_columns
     ) or insert_columns -%}
-    {%- if config.get('merge_keys_all_new', false) -%}
-        {%- set insert -%}
-            {{ sql_header if sql_header is not none }}
-            insert into {{ target }} ({{ insert_columns | join(', ') }})
-            select {{ insert_columns | join(', ') }} from {{ source }}
-        {%- endset -%}
-        {{ return(insert) }}
-    {%- endif -%}
     {%- set keys = [] if unique_key is none else (
         [unique_key] if unique_key is string else unique_key
     ) -%}

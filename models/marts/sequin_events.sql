@@ -19,15 +19,10 @@
         incremental_strategy='merge',
         unique_key=['source_id', 'commit_lsn', 'commit_idx'],
         merge_update=false,
-        merge_keys_all_new=true,
         on_schema_change='append_new_columns',
     )
 }}
 {#-
-    merge_keys_all_new: every row this model selects is past its source's greatest consumed
-    position (`unconsumed` below), so none can match a logged one: the merge is an insert, which
-    reads nothing of the log (`spark__get_merge_sql`). merge_update=false keeps it insert-only
-    should that config be dropped.
     on_schema_change 'append_new_columns': a `seq` once assigned never changes, so a column the
     model gains (old_identity) is added to the existing table, null on the rows logged before it,
     instead of forcing a full refresh that would renumber the log. A column is never dropped.
