@@ -410,10 +410,13 @@ class Follower:
         # first clears what a cut-short table creation left, clear_unfinished_tables).
         self.last_build_ok = False
         self.known_tables: set[tuple] | None = None  # tables with column types, once read
-        # Per table and set of column types landed, the least position it was seen at (once read),
-        # and whether the catalog (column_registry, mirror_tables) holds every one of them.
+        # Per table and set of column types landed, the least position it was seen at (once read);
+        # whether the catalog (column_registry, mirror_tables) holds every column and type landed,
+        # each from its first sight; and whether a run since the last that took the catalog left
+        # it out (its last sightings are behind).
         self.type_sets: dict[tuple, tuple] | None = None
         self.catalog_current = False
+        self.catalog_behind = False
         self.seen_batch = 0  # the batches up to which known_tables has read wal_events
         self.last_report: tuple[list, dict | None] = ([], None)  # the sources and slot last reported
         # The ingestion ledger, from one cycle to the next (this follower is the raw schema's one
@@ -536,6 +539,7 @@ class Follower:
         started = time.monotonic()
         timings: dict[str, float] = {}
         step = "ingest"
+        due = False
         landed = 0
         try:
             # "dbt run": what consumers read, when something landed; then, with it visible and the
@@ -553,16 +557,20 @@ class Follower:
                 elif step == "mirrors":
                     self.new_tables()
                 elif step == "dbt run":
-                    if self.built or (self.build_due() and self.build_alone()):
+                    due = self.build_due()  # decided once: the build step below asks the same
+                    if due and self.build_alone():
                         continue
-                    # Before the whole build, the catalog too: the rest reads it (mirror_rejects).
-                    catalog = not self.catalog_current or self.build_due()
+                    # Before the build's rest, the catalog's last sightings catch up (unannounced_ddl
+                    # reads them), even when nothing new landed.
+                    if self.built and not (due and self.catalog_behind):
+                        continue
+                    catalog = due or not self.catalog_current
                     self.dbt_build(DBT_RUN if catalog else DBT_RUN_RECORDS)
-                    self.built, self.catalog_current = True, True
-                    if self.build_due():
+                    self.built, self.catalog_current, self.catalog_behind = True, True, not catalog
+                    if due:
                         self.refresh_status()
                 else:
-                    if not self.build_due():
+                    if not due:
                         continue
                     # With the run's models current (run this cycle or before), the rest of the
                     # build; a build that runs alone: all of it.
@@ -570,7 +578,7 @@ class Follower:
                     self.build_failing = True
                     self.dbt_build(DBT_BUILD_REST if rest else DBT_BUILD)
                     self.built, self.tested, self.last_tested, self.build_failing = True, True, t0, False
-                    self.catalog_current = True
+                    self.catalog_current, self.catalog_behind = True, False
                 timings[step] = time.monotonic() - t0
         except Exception as exc:
             step = "dbt" if step.startswith("dbt") else step  # the failures' keys: ingest, mirrors, dbt

@@ -471,11 +471,12 @@ def test_after_a_failed_build_the_build_runs_alone_until_it_passes(tmp_path, mon
 def test_the_column_catalog_runs_in_a_cycle_only_when_what_landed_is_new_to_it(tmp_path, monkeypatch):
     """column_registry and mirror_tables (the catalog) run in the cycles whose files show a column or
     type they lack (new_tables says so), until a run with them succeeds, and in every cycle that
-    ends with the whole build; the other cycles run the rest of `fresh`. Fails first: every cycle
-    ran the catalog."""
+    ends with the whole build, even one with nothing new; the other cycles run the rest of `fresh`.
+    Fails first: every cycle ran the catalog; then, a build due in a cycle with nothing new ran its
+    rest with the catalog's last sightings behind."""
     follower = bare_follower(tmp_path, build_every=1.0)
-    ran = scripted_steps(follower, [1] * 6, monkeypatch)
-    news = iter([True, False, True, False, False, False])  # something new to the catalog
+    ran = scripted_steps(follower, [1, 1, 1, 1, 1, 1, 1, 0], monkeypatch)
+    news = iter([True, False, True, False, False, False, False, False])  # something new to the catalog
 
     def new_tables() -> list[str]:
         if next(news):
@@ -484,7 +485,7 @@ def test_the_column_catalog_runs_in_a_cycle_only_when_what_landed_is_new_to_it(t
 
     monkeypatch.setattr(follower, "new_tables", new_tables)
     recorded = follower.dbt_build
-    failures = iter([None, None, ValueError("Spark failed"), None, None, None, None])
+    failures = iter([None, None, ValueError("Spark failed"), *[None] * 9])
 
     def dbt_build(command) -> None:
         recorded(command)
@@ -501,6 +502,10 @@ def test_the_column_catalog_runs_in_a_cycle_only_when_what_landed_is_new_to_it(t
     time.sleep(1.1)
     assert follower.cycle()  # the whole build is due: the catalog runs before its rest
     assert ran == ["build (no status)", "records", "run", "run", "records", "run", "rest"]
+    assert follower.cycle()  # new files: without the catalog again
+    time.sleep(1.1)
+    assert follower.cycle()  # nothing new, the build due: the catalog catches up before the rest
+    assert ran[7:] == ["records", "run", "rest"]
 
 
 def test_a_cycle_between_builds_runs_what_consumers_read_and_the_rest_waits_for_the_build():
