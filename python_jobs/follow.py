@@ -409,15 +409,15 @@ class Follower:
         # The last dbt build of this process succeeded (else none yet, or it failed: the next one
         # first clears what a cut-short table creation left, clear_unfinished_tables).
         self.last_build_ok = False
-        self.known_tables: set[tuple] | None = None  # tables with column types, once read
-        # Per table and set of column types landed, the least position it was seen at (once read);
+        # Per table and set of column types landed, the least position it was seen at (once read;
+        # the tables with column types are its keys' first three fields);
         # whether the catalog (column_registry, mirror_tables) holds every column and type landed,
         # each from its first sight; and whether a run since the last that took the catalog left
         # it out (its last sightings are behind).
         self.type_sets: dict[tuple, tuple] | None = None
         self.catalog_current = False
         self.catalog_behind = False
-        self.seen_batch = 0  # the batches up to which known_tables has read wal_events
+        self.seen_batch = 0  # the batches up to which type_sets has read wal_events
         self.last_report: tuple[list, dict | None] = ([], None)  # the sources and slot last reported
         # The ingestion ledger, from one cycle to the next (this follower is the raw schema's one
         # writer: it holds the warehouse's lock); a failed ingestion leaves none.
@@ -464,7 +464,7 @@ class Follower:
         if not self.spark.catalog.tableExists(f"{raw}.wal_events"):
             return []
         upto = self.spark.sql(f"select max(batch_id) from {raw}.wal_files").first()[0] or 0
-        if self.known_tables is not None and upto == self.seen_batch:
+        if self.type_sets is not None and upto == self.seen_batch:
             return []
         # A map is not a grouping key; its entries are (as column_registry groups them).
         landed = self.spark.sql(
@@ -480,13 +480,12 @@ class Follower:
             if key not in type_sets or first_seen < type_sets[key]:
                 type_sets[key] = first_seen
                 self.catalog_current = False
-        tables = {key[:3] for key in type_sets}
-        new = tables - (self.known_tables or set())
-        if self.known_tables is None:
+        new = {key[:3] for key in type_sets} - {key[:3] for key in self.type_sets or {}}
+        if self.type_sets is None:
             mirrors.generate(self.spark, raw)
         elif new:
             mirrors.generate(self.spark, raw, sources=sorted({t[0] for t in new}))
-        self.known_tables, self.type_sets, self.seen_batch = tables, type_sets, upto
+        self.type_sets, self.seen_batch = type_sets, upto
         return sorted({t[0] for t in new})
 
     def build_due(self) -> bool:
