@@ -13,7 +13,7 @@ import importlib
 import sys
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import TextIO
@@ -229,8 +229,11 @@ def run_batch(
     plan: list[PlannedFile],
     frontiers: dict[str, int | None],
     keys: tuple[TableKey, ...] = (),
+    plan_written: Future | None = None,
 ) -> BatchResult:
-    """Execute a written plan: extract, transform, load. Safe to call again for the same plan."""
+    """Execute a written plan: extract, transform, load. Safe to call again for the same plan.
+    ``plan_written``: the plan's write when it is still under way; the batch reads and parses
+    meanwhile, and writes nothing before it has succeeded."""
     started = time.monotonic()
     spark = ledger.spark
     current, partitions = _batch_partitions(spark, plan)
@@ -240,8 +243,10 @@ def run_batch(
     for key, value in pinned.items():
         spark.conf.set(key, value)
     try:
-        result = _run_batch(ledger, batch_id, planned_at, plan, frontiers, keys)
+        result = _run_batch(ledger, batch_id, planned_at, plan, frontiers, keys, plan_written)
     finally:
+        if plan_written is not None:
+            wait([plan_written])  # a failed batch leaves no write of its plan running behind it
         for key, value in saved.items():
             if value is None:
                 spark.conf.unset(key)
@@ -279,6 +284,7 @@ def _run_batch(
     plan: list[PlannedFile],
     frontiers: dict[str, int | None],
     keys: tuple[TableKey, ...] = (),
+    plan_written: Future | None = None,
 ) -> BatchResult:
     formats = sorted({p.source_format for p in plan})
     for fmt in formats:
@@ -288,6 +294,8 @@ def _run_batch(
     held: list[DataFrame] = []
     try:
         sets = [_hold(cs, held) for cs in sets]
+        if plan_written is not None:
+            plan_written.result()  # the write-ahead plan is committed before any output
         return load(ledger, batch_id, planned_at, plan, sets, frontiers, counted)
     finally:
         for df in held:
@@ -398,10 +406,13 @@ def _batches(
     max_bytes: int | None,
     out: TextIO,
     sources: list[str] | None = None,
-) -> Iterator[tuple[int, datetime, list[PlannedFile]]]:
+    writer: ThreadPoolExecutor | None = None,
+) -> Iterator[tuple[int, datetime, list[PlannedFile], Future | None]]:
     """The batches to execute, in order: an unfinished one of an earlier run first, as it was planned;
     then new ones, each planned (and its plan written) only once the batch before it is recorded in
-    ``known``, since the files that batch left pending are part of the next plan."""
+    ``known``, since the files that batch left pending are part of the next plan. Each comes with
+    its plan's write when ``writer`` runs it (one Delta commit that mostly waits: the batch reads
+    and parses its files meanwhile); else the plan is written before the batch is yielded."""
     done = max((r["batch_id"] for r in known.history), default=0)
     planned = known.planned
     highest = 0 if known.created else ledger.last_batch_id(done, planned)
@@ -410,15 +421,18 @@ def _batches(
         check_present(listed, {}, plan, sources)
         check_unchanged(listed, {}, plan)
         print(f"batch {planned}: resuming an unfinished batch of {len(plan)} files", file=out, flush=True)
-        yield planned, planned_at, plan
+        yield planned, planned_at, plan, None
     check_present(listed, known.states, [], sources)
     check_unchanged(listed, known.states, [])
     batch_id = max(highest, planned)
     while plan := plan_new_batch(ledger.spark, listed, known.states, source_format, max_files, max_bytes):
         batch_id += 1
         planned_at = datetime.now(UTC)
-        write_plan(ledger, batch_id, planned_at, plan)
-        yield batch_id, planned_at, plan
+        if writer is None:
+            write_plan(ledger, batch_id, planned_at, plan)
+            yield batch_id, planned_at, plan, None
+        else:
+            yield batch_id, planned_at, plan, writer.submit(write_plan, ledger, batch_id, planned_at, plan)
 
 
 def run(
@@ -449,14 +463,23 @@ def run(
     else:
         known = _Known.nothing() if ledger.ensure_tables() else _Known.read(ledger)
     summary = RunSummary()
-    batches = _batches(
-        ledger, listed, known, source_format, max_files_per_batch, max_bytes_per_batch, out, sources
-    )
-    for batch_id, planned_at, plan in batches:
-        result = run_batch(ledger, batch_id, planned_at, plan, known.frontiers, keys)
-        known.record(batch_id, result)
-        summary.add(plan, result)
-        print(summary.batch_line(batch_id, plan, result), file=out, flush=True)
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="ingest-plan") as writer:
+        batches = _batches(
+            ledger,
+            listed,
+            known,
+            source_format,
+            max_files_per_batch,
+            max_bytes_per_batch,
+            out,
+            sources,
+            writer,
+        )
+        for batch_id, planned_at, plan, plan_written in batches:
+            result = run_batch(ledger, batch_id, planned_at, plan, known.frontiers, keys, plan_written)
+            known.record(batch_id, result)
+            summary.add(plan, result)
+            print(summary.batch_line(batch_id, plan, result), file=out, flush=True)
     summary.pending_end = sum(summary.run_pending.values())
     summary.overall = totals(known.history)
     summary.seconds = time.monotonic() - started
