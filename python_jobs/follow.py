@@ -601,9 +601,15 @@ class Follower:
 
     def sources(self, number: int) -> list[status_mod.SourceStatus]:
         """Each source's status, read from the tables (a failure is logged, not retried: the status
-        is a report)."""
+        is a report). The ledger's figures come from the ingestion's ledger as this process keeps
+        it (it is the ledger's one writer), and the pass over sequin_events starts from the last
+        status' positions."""
+        figures = self.carry.figures(self.o.raw_schema) if self.carry is not None else None
+        ledger = status_mod.LedgerFigures(*figures) if figures is not None else None
         try:
-            return status_mod.source_status(self.spark, self.o.raw_schema, self.o.schema)
+            return status_mod.source_status(
+                self.spark, self.o.raw_schema, self.o.schema, ledger=ledger, since=self.last_report[0]
+            )
         except Exception as exc:
             self.log(f"cycle {number}: status failed: {cause(exc)}")
             return []

@@ -121,12 +121,33 @@ def _mirror_stamps(spark, schema: str) -> dict[str, list[int]]:
     return {source: [stamps[r] for r in sorted(names)] for source, (names,) in catalog.items()}
 
 
-def source_status(spark, raw_schema: str, schema: str) -> list[SourceStatus]:
+@dataclass(frozen=True)
+class LedgerFigures:
+    """Per source, what the ingestion ledger's tables say, as a process that is their one writer
+    knows it without reading them (the follower: ``python_jobs.ingest.job.Carry``)."""
+
+    frontier: dict[str, int | None]  # the frontier (wal_frontier's latest)
+    pending: dict[str, int]  # lines pending (each file's latest wal_files row)
+    rejects: dict[str, int]  # lines rejected (wal_rejects' rows)
+
+
+def source_status(
+    spark,
+    raw_schema: str,
+    schema: str,
+    ledger: LedgerFigures | None = None,
+    since: list[SourceStatus] | None = None,
+) -> list[SourceStatus]:
     """Every source the warehouse knows (landed or numbered), in source_id order.
 
     The reads that do not depend on one another run at once, in threads: each is a short Spark job
     that mostly waits (on Delta's log, on scheduling), so together they take about the time of the
-    longest. Then one pass over sequin_events, which needs the stamps they read."""
+    longest. Then one pass over sequin_events, which needs the stamps they read.
+
+    ``ledger``: the ledger's figures when the caller knows them (its three tables are then not
+    read). ``since``: an earlier status of the same warehouse; the pass over sequin_events then
+    reads each source's changes above the seq that status had seen visible, and reads them all
+    again only when that finds less than the earlier status had."""
     raw, audit = raw_schema, f"{schema}_audit"
     reads = {
         "frontier": lambda: _per_source(
@@ -158,9 +179,16 @@ def source_status(spark, raw_schema: str, schema: str) -> list[SourceStatus]:
         "consumer_seq": lambda: consumed_seq(spark, f"{schema}.consumer_records"),
         "mirror_stamps": lambda: _mirror_stamps(spark, schema),
     }
+    if ledger is not None:
+        for name in ("frontier", "pending", "rejects"):
+            del reads[name]
     with ThreadPoolExecutor(max_workers=len(reads)) as pool:
         futures = {name: pool.submit(read) for name, read in reads.items()}
         read = {name: future.result() for name, future in futures.items()}
+    if ledger is not None:
+        read["frontier"] = {source: (lsn,) for source, lsn in ledger.frontier.items()}
+        read["pending"] = {source: (n,) for source, n in ledger.pending.items()}
+        read["rejects"] = {source: (n,) for source, n in ledger.rejects.items() if n}
     frontier, pending, rejects = read["frontier"], read["pending"], read["rejects"]
     violations_built, violations = read["violations"]
     consumer_seq, mirror_stamps = read["consumer_seq"], read["mirror_stamps"]
@@ -170,15 +198,38 @@ def source_status(spark, raw_schema: str, schema: str) -> list[SourceStatus]:
         f"when {_literal(source)} then {min(stamps)}" for source, stamps in mirror_stamps.items()
     )
     mirror_case = f"case source_id {mirror_upto} else -1 end" if mirror_upto else "-1"
-    positions = _per_source(
-        spark,
-        f"{schema}.sequin_events",
-        f"""select source_id, max(seq),
+    positions_sql = f"""select source_id, max(seq),
                 max_by(struct(seq, commit_lsn, committed_at), seq)
                     filter (where seq <= {consumer_seq if consumer_seq is not None else -1}),
                 max_by(struct(seq, commit_lsn, committed_at), seq) filter (where seq <= {mirror_case})
-            from {schema}.sequin_events group by source_id""",
-    )
+            from {schema}.sequin_events WHERE_ROWS group by source_id"""
+    positions = None
+    # From the least seq each source had visible: the maxima over those rows are the maxima over
+    # all, whenever a source has a row there for each of them (a rebuilt log may not: read them all).
+    floors = {
+        s.source_id: min(s.consumer_records.seq, s.mirrors.seq if s.mirrors else s.consumer_records.seq) - 1
+        for s in since or []
+        if s.consumer_records is not None
+    }
+    if floors:
+        bounded = " or ".join(
+            f"(source_id = {_literal(source)} and seq > {seq})" for source, seq in floors.items()
+        )
+        unbounded = " and ".join(f"source_id != {_literal(source)}" for source in floors)
+        positions = _per_source(
+            spark,
+            f"{schema}.sequin_events",
+            positions_sql.replace("WHERE_ROWS", f"where {bounded} or ({unbounded})"),
+        )
+        earlier = {s.source_id: s for s in since or []}
+        if any(
+            None in positions.get(source, (None, None, None))[:2]
+            or (earlier[source].mirrors is not None and positions[source][2] is None)
+            for source in floors
+        ):
+            positions = None
+    if positions is None:
+        positions = _per_source(spark, f"{schema}.sequin_events", positions_sql.replace("WHERE_ROWS", ""))
     sources = sorted(set(frontier) | set(pending) | set(positions))
     result = []
     for source in sources:

@@ -389,6 +389,23 @@ class Carry:
     def keep(self, schema: str, ledger: Ledger, known: _Known) -> None:
         self.schema, self.ledger, self.known = schema, ledger, known
 
+    def figures(self, schema: str) -> tuple[dict[str, int | None], dict[str, int], dict[str, int]] | None:
+        """Per source, as the ledger kept stands on ``schema``: its frontier, its lines pending (each
+        file's latest batch) and its lines rejected (every batch); None when nothing is kept."""
+        if self.schema != schema or self.known is None:
+            return None
+        latest: dict[str, dict] = {}
+        rejects: dict[str, int] = {}
+        for row in self.known.history:
+            seen = latest.get(row["landing_file"])
+            if seen is None or row["batch_id"] > seen["batch_id"]:
+                latest[row["landing_file"]] = row
+            rejects[row["source_id"]] = rejects.get(row["source_id"], 0) + row["rejected"]
+        pending: dict[str, int] = {}
+        for row in latest.values():
+            pending[row["source_id"]] = pending.get(row["source_id"], 0) + row["pending"]
+        return dict(self.known.frontiers), pending, rejects
+
 
 def _open_ledger(spark: SparkSession, schema: str) -> Ledger:
     try:

@@ -13,6 +13,7 @@ Two dbt builds in all; the status's assertions ride on the same runs.
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 import os
@@ -23,6 +24,7 @@ import sys
 import threading
 import time
 from contextlib import redirect_stdout
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -198,6 +200,21 @@ def test_status_tells_what_is_visible_from_what_has_landed(followed):
     assert entry["frontier_lsn"] == format_lsn(end.frontier_lsn)
     assert entry["consumer_records"]["seq"] == end.consumer_records.seq
     assert entry["lag_seconds"] > 0
+    # The follower's status (the ledger's figures as it keeps them, sequin_events read from the last
+    # status' positions on) is the status read from the tables alone.
+    assert {k: v for k, v in entry.items() if k != "lag_seconds"} == end.as_json()
+
+
+def test_status_read_from_earlier_positions_is_the_status_read_from_all(spark, schemas, followed):
+    [end] = followed["status"]
+    read = functools.partial(status.source_status, spark, schemas.raw, schemas.models)
+    assert read(since=[end]) == [end]
+    earlier = followed["between"]["status"]
+    assert earlier[0].consumer_records.seq < end.consumer_records.seq
+    assert read(since=earlier) == [end]
+    # Positions the log no longer has (rebuilt, numbered anew): read it all again.
+    ahead = status.Position(end.last_seq + 1000, end.frontier_lsn, end.consumer_records.committed_at)
+    assert read(since=[replace(end, consumer_records=ahead, mirrors=ahead)]) == [end]
 
 
 def test_status_command_prints_a_table_and_json(spark, schemas, followed):
@@ -351,7 +368,7 @@ def test_a_failing_cycle_writes_its_cause_count_and_next_retry_to_the_status_fil
     monkeypatch.setattr(follower, "new_tables", lambda: [])
     monkeypatch.setattr(follower, "dbt_build", lambda command: None)
     monkeypatch.setattr(follow, "spark_alive", lambda spark: True)
-    monkeypatch.setattr(follow.status_mod, "source_status", lambda *args: [])
+    monkeypatch.setattr(follow.status_mod, "source_status", lambda *args, **kwargs: [])
     seen = []
 
     def between(cycles: int) -> None:
@@ -406,7 +423,7 @@ def scripted_steps(follower: follow.Follower, files_landed: list[int], monkeypat
     monkeypatch.setattr(follower, "ingest", Summary)
     monkeypatch.setattr(follower, "new_tables", lambda: [])
     monkeypatch.setattr(follower, "dbt_build", dbt_build)
-    monkeypatch.setattr(follow.status_mod, "source_status", lambda *args: [])
+    monkeypatch.setattr(follow.status_mod, "source_status", lambda *args, **kwargs: [])
     return ran
 
 
