@@ -463,7 +463,9 @@ class Follower:
         raw = self.o.raw_schema
         if not self.spark.catalog.tableExists(f"{raw}.wal_events"):
             return []
-        upto = self.spark.sql(f"select max(batch_id) from {raw}.wal_files").first()[0] or 0
+        upto = self.carry.last_done(raw) if self.carry is not None else None
+        if upto is None:
+            upto = self.spark.sql(f"select max(batch_id) from {raw}.wal_files").first()[0] or 0
         if self.type_sets is not None and upto == self.seen_batch:
             return []
         # A map is not a grouping key; its entries are (as column_registry groups them).

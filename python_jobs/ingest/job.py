@@ -389,6 +389,12 @@ class Carry:
     def keep(self, schema: str, ledger: Ledger, known: _Known) -> None:
         self.schema, self.ledger, self.known = schema, ledger, known
 
+    def last_done(self, schema: str) -> int | None:
+        """The greatest batch id done on ``schema``, as the ledger kept says; None when nothing is kept."""
+        if self.schema != schema or self.known is None:
+            return None
+        return max((row["batch_id"] for row in self.known.history), default=0)
+
     def figures(self, schema: str) -> tuple[dict[str, int | None], dict[str, int], dict[str, int]] | None:
         """Per source, as the ledger kept stands on ``schema``: its frontier, its lines pending (each
         file's latest batch) and its lines rejected (every batch); None when nothing is kept."""
