@@ -48,6 +48,7 @@ from python_jobs.ingest.ledger import (
     Ledger,
     PlannedFile,
     file_states,
+    latest_rows,
     totals,
 )
 from python_jobs.ingest.plan import (
@@ -360,6 +361,11 @@ class _Known:
         """A ledger this run created: nothing read, nothing planned (its tables are not read back)."""
         return cls([], {}, {}, created=True)
 
+    @property
+    def done(self) -> int:
+        """The greatest batch id done (0 when none is)."""
+        return max((row["batch_id"] for row in self.history), default=0)
+
     def record(self, batch_id: int, result: BatchResult) -> None:
         self.history.extend(o.row(batch_id) for o in result.files)
         self.states.update((o.landing_file, o.state()) for o in result.files)
@@ -393,22 +399,18 @@ class Carry:
         """The greatest batch id done on ``schema``, as the ledger kept says; None when nothing is kept."""
         if self.schema != schema or self.known is None:
             return None
-        return max((row["batch_id"] for row in self.known.history), default=0)
+        return self.known.done
 
     def figures(self, schema: str) -> tuple[dict[str, int | None], dict[str, int], dict[str, int]] | None:
         """Per source, as the ledger kept stands on ``schema``: its frontier, its lines pending (each
         file's latest batch) and its lines rejected (every batch); None when nothing is kept."""
         if self.schema != schema or self.known is None:
             return None
-        latest: dict[str, dict] = {}
         rejects: dict[str, int] = {}
         for row in self.known.history:
-            seen = latest.get(row["landing_file"])
-            if seen is None or row["batch_id"] > seen["batch_id"]:
-                latest[row["landing_file"]] = row
             rejects[row["source_id"]] = rejects.get(row["source_id"], 0) + row["rejected"]
         pending: dict[str, int] = {}
-        for row in latest.values():
+        for row in latest_rows(self.known.history).values():
             pending[row["source_id"]] = pending.get(row["source_id"], 0) + row["pending"]
         return dict(self.known.frontiers), pending, rejects
 
@@ -436,7 +438,7 @@ def _batches(
     ``known``, since the files that batch left pending are part of the next plan. Each comes with
     its plan's write when ``writer`` runs it (one Delta commit that mostly waits: the batch reads
     and parses its files meanwhile); else the plan is written before the batch is yielded."""
-    done = max((r["batch_id"] for r in known.history), default=0)
+    done = known.done
     planned = known.planned
     highest = 0 if known.created else ledger.last_batch_id(done, planned)
     if planned > done:

@@ -240,29 +240,30 @@ class Ledger:
         return {source: lsn for source, (_, lsn) in latest.items()}
 
 
-def file_states(file_rows: list[dict]) -> dict[str, FileState]:
-    """The latest outcome of every landed file."""
+def latest_rows(file_rows: list[dict]) -> dict[str, dict]:
+    """Per landed file, its ``wal_files`` row of the latest batch that read it."""
     latest: dict[str, dict] = {}
     for row in file_rows:
         seen = latest.get(row["landing_file"])
         if seen is None or row["batch_id"] > seen["batch_id"]:
             latest[row["landing_file"]] = row
+    return latest
+
+
+def file_states(file_rows: list[dict]) -> dict[str, FileState]:
+    """The latest outcome of every landed file."""
     return {
         path: FileState(
             r["source_id"], path, r["source_format"], r["file_size"], r["to_line"], r["next_line"]
         )
-        for path, r in latest.items()
+        for path, r in latest_rows(file_rows).items()
     }
 
 
 def totals(file_rows: list[dict]) -> dict[str, int]:
     """The accounting identity over every batch ever done: landed + rejected + control + pending
     (the latest of each file) = lines (every line of every file read so far)."""
-    latest: dict[str, dict] = {}
-    for row in file_rows:
-        seen = latest.get(row["landing_file"])
-        if seen is None or row["batch_id"] > seen["batch_id"]:
-            latest[row["landing_file"]] = row
+    latest = latest_rows(file_rows)
     result = {k: sum(r[k] for r in file_rows) for k in ("landed", "rejected", "control")}
     result["pending"] = sum(r["pending"] for r in latest.values())
     result["lines"] = sum(r["to_line"] for r in latest.values())
