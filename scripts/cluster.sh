@@ -116,6 +116,7 @@ start() {
     --conf spark.sql.session.timeZone=UTC \
     --conf spark.sql.shuffle.partitions="${WAL_LAKE_SHUFFLE_PARTITIONS:-4}" \
     --conf spark.databricks.delta.snapshotPartitions=2 \
+    --conf spark.sql.codegen.cache.maxEntries=4096 \
     --conf spark.ui.enabled=false \
     --hiveconf hive.server2.thrift.port="$THRIFT_PORT" \
     --hiveconf hive.server2.thrift.bind.host=127.0.0.1 \

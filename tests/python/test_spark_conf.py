@@ -1,0 +1,31 @@
+"""The local target's Spark keeps the code it generates for far more than Spark's default 100 stages
+(``spark.sql.codegen.cache.maxEntries`` in profiles.yml): a follower cycle or a models' increment
+uses about 600 classes, and with the default each was generated, compiled and JIT-compiled again on
+every run (docs/operations.md, "What matters at scale")."""
+
+from __future__ import annotations
+
+# More distinct stages than the default cache holds, fewer than the profile's.
+STAGES = 120
+
+
+def compiled_so_far(spark) -> int:
+    """Classes Janino has compiled in this JVM (a hit in Spark's code cache compiles none)."""
+    metrics = spark.sparkContext._jvm.org.apache.spark.metrics.source.CodegenMetrics
+    return metrics.METRIC_COMPILATION_TIME().getCount()
+
+
+def run_stage(spark, k: int) -> None:
+    # An integer literal is inlined into the generated code: each k is a stage of its own.
+    spark.range(3).selectExpr(f"id * {k} + 7 as v").collect()
+
+
+def test_a_stage_run_again_after_120_others_is_not_compiled_again(spark):
+    run_stage(spark, 1_000_000)
+    before = compiled_so_far(spark)
+    for k in range(STAGES):
+        run_stage(spark, 1_000_001 + k)
+    others = compiled_so_far(spark)
+    assert others - before >= STAGES, "the stages did not compile a class each: the test would prove nothing"
+    run_stage(spark, 1_000_000)
+    assert compiled_so_far(spark) == others, "the first stage compiled again: the cache holds too few"
