@@ -49,7 +49,7 @@ def _metrics(spark):
     return spark.sparkContext._jvm.org.apache.spark.metrics.source.CodegenMetrics
 
 
-def _compiles(spark) -> int:
+def classes_compiled(spark) -> int:
     """Classes Janino has compiled so far (a cache hit compiles none)."""
     return _metrics(spark).METRIC_COMPILATION_TIME().getCount()
 
@@ -86,7 +86,7 @@ def _huge_methods(log: str) -> list[tuple[int, str]]:
 
 
 def measure(spark, log: Path, label: str, fn) -> dict:
-    count0, offset = _compiles(spark), log.stat().st_size
+    count0, offset = classes_compiled(spark), log.stat().st_size
     started = time.monotonic()
     fn()
     seconds = time.monotonic() - started
@@ -95,7 +95,8 @@ def measure(spark, log: Path, label: str, fn) -> dict:
         text = f.read().decode(errors="replace")
     huge = _huge_methods(text)
     compile_ms = sum(float(ms) for ms in COMPILED.findall(text))
-    row = {"step": label, "seconds": seconds, "compiled": _compiles(spark) - count0, "compile_ms": compile_ms}
+    compiled = classes_compiled(spark) - count0
+    row = {"step": label, "seconds": seconds, "compiled": compiled, "compile_ms": compile_ms}
     row["huge"] = huge
     print(
         f"{label:<34} {seconds:>7.1f} s  {row['compiled']:>5} classes compiled"

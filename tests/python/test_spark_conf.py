@@ -5,14 +5,10 @@ every run (docs/operations.md, "What matters at scale")."""
 
 from __future__ import annotations
 
+from benchmarks.codegen import classes_compiled
+
 # More distinct stages than the default cache holds, fewer than the profile's.
 STAGES = 120
-
-
-def compiled_so_far(spark) -> int:
-    """Classes Janino has compiled in this JVM (a hit in Spark's code cache compiles none)."""
-    metrics = spark.sparkContext._jvm.org.apache.spark.metrics.source.CodegenMetrics
-    return metrics.METRIC_COMPILATION_TIME().getCount()
 
 
 def run_stage(spark, k: int) -> None:
@@ -22,10 +18,10 @@ def run_stage(spark, k: int) -> None:
 
 def test_a_stage_run_again_after_120_others_is_not_compiled_again(spark):
     run_stage(spark, 1_000_000)
-    before = compiled_so_far(spark)
+    before = classes_compiled(spark)
     for k in range(STAGES):
         run_stage(spark, 1_000_001 + k)
-    others = compiled_so_far(spark)
+    others = classes_compiled(spark)
     assert others - before >= STAGES, "the stages did not compile a class each: the test would prove nothing"
     run_stage(spark, 1_000_000)
-    assert compiled_so_far(spark) == others, "the first stage compiled again: the cache holds too few"
+    assert classes_compiled(spark) == others, "the first stage compiled again: the cache holds too few"
