@@ -1,6 +1,7 @@
 """Follow mode's lag: from a commit in Postgres to the change visible in consumer_records and the mirrors.
 
     .venv/bin/python -m benchmarks.lag --rate 1000 --minutes 10 [--min-interval 10] [--build-every S]
+        [--build-slice S]
 
 Starts a throwaway Postgres (testkit.pg_server, with ``track_commit_timestamp`` on), creates one
 table and a wal2json slot, and starts the follower (``python -m python_jobs.follow --dsn ...``) as a
@@ -341,6 +342,8 @@ def run(args: argparse.Namespace) -> int:
             command += ["--lock-file", str(root / "follow.lock"), "--min-interval", str(args.min_interval)]
             if args.build_every is not None:
                 command += ["--build-every", str(args.build_every)]
+            if args.build_slice is not None:
+                command += ["--build-slice", str(args.build_slice)]
             log = open(log_path, "w")  # noqa: SIM115 (closed with the process)
             follower = subprocess.Popen(
                 command,
@@ -512,6 +515,11 @@ def main(argv: list[str] | None = None) -> int:
         "--build-every",
         type=float,
         help="the follower's --build-every (default: the follower's own; 0: dbt build every cycle)",
+    )
+    parser.add_argument(
+        "--build-slice",
+        type=float,
+        help="the follower's --build-slice (default: the follower's own; 0: the whole build in one cycle)",
     )
     parser.add_argument(
         "--changes-per-transaction",

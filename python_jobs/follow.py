@@ -4,10 +4,12 @@ Each cycle lands the landing zone's new files (the ingestion job's ``run``), wri
 model of any table seen for the first time (``mirrors.generate``), runs dbt in-process on the same
 Spark session (dbt-spark's session method finds it: no second JVM): ``dbt run`` of what consumers
 read (``consumer_records``, the mirrors), and a whole ``dbt build`` once per ``--build-every``, after
-the run and once the status file says what the run made visible; then it prints one line with each
-source's lag and writes the status file. A cycle starts as soon as the landing zone shows a new or
-grown file (with nothing new, ``--max-idle`` after the previous one), and never sooner than
-``--min-interval`` after the previous one started.
+the run and once the status file says what the run made visible (its rest spread over the cycles
+that follow, about ``--build-slice`` seconds of it each, so that it holds none back); then it prints
+one line with each source's lag and writes the status file. A cycle starts as soon as the landing
+zone shows a new or grown file (with nothing new, ``--max-idle`` after the previous one; at once while
+a whole build's rest is under way), and never sooner than ``--min-interval`` after the previous one
+started.
 
 With ``--dsn`` it also captures: the capture job (``python_jobs.capture``) runs in a thread of this
 process, following its slot and writing landing files, which the cycles then land. In-process rather
@@ -66,6 +68,14 @@ DBT_RUN = ("run", "--selector", "fresh", "--quiet")
 # sightings catch up at the next whole build, whose run takes all of `fresh`.
 DBT_RUN_RECORDS = ("run", "--selector", "fresh_records", "--quiet")
 DBT_BUILD_REST = ("build", "--selector", "fresh_rest", "--exclude-resource-type", "unit_test", "--quiet")
+# With --build-slice, the rest runs a slice a cycle (a round): first its models, seeds and snapshot,
+# then its data tests, as many a cycle as their last timings fit in the slice's seconds. A slice
+# builds the nodes it names, and not their tests (indirect selection), which a later slice runs.
+DBT_LIST_REST = (
+    "ls", "--selector", "fresh_rest", "--exclude-resource-type", "unit_test", "--output", "json",
+    "--output-keys", "unique_id", "name", "resource_type", "--log-level", "none",
+)  # fmt: skip
+DBT_SLICE = ("build", "--indirect-selection", "empty", "--exclude-resource-type", "unit_test", "--quiet")
 STAMP_CONF = "spark.databricks.delta.commitInfo.userMetadata"
 
 
@@ -387,11 +397,43 @@ class Options:
     min_interval: float
     max_idle: float
     build_every: float  # seconds between two whole dbt builds; 0: every cycle
+    build_slice: float  # seconds of the whole build's rest a cycle runs, about; 0: all of it at once
     max_backoff: float
     status_file: Path | None
     cycles: int | None
     dsn: str | None
     slot: str
+
+
+@dataclass
+class Round:
+    """The whole build's rest, run a slice a cycle: the slices' dbt commands, in order, and when the
+    round started (the whole build's time once its last slice passes)."""
+
+    slices: list[tuple[str, ...]]
+    started: float
+    done: int = 0
+
+
+def cut_slices(
+    nodes: list[tuple[str, str]], seconds: dict[str, float], budget: float, guess: float | None = None
+) -> list[list[str]]:
+    """The dbt nodes ``(unique_id, name)``, in order, cut into slices of about ``budget`` seconds by
+    each node's time the last time it ran (one it has no time for counts as ``guess``, by default
+    the mean of those it has, or a second); a node longer than the budget is a slice alone."""
+    if guess is None:
+        known = [seconds[uid] for uid, _ in nodes if uid in seconds]
+        guess = sum(known) / len(known) if known else 1.0
+    slices: list[list[str]] = []
+    total = 0.0
+    for uid, name in nodes:
+        cost = seconds.get(uid, guess)
+        if not slices or (slices[-1] and total + cost > budget):
+            slices.append([])
+            total = 0.0
+        slices[-1].append(name)
+        total += cost
+    return slices
 
 
 class Follower:
@@ -409,6 +451,14 @@ class Follower:
         # The last dbt build of this process succeeded (else none yet, or it failed: the next one
         # first clears what a cut-short table creation left, clear_unfinished_tables).
         self.last_build_ok = False
+        # The whole build's rest under way, a slice a cycle (--build-slice), and each dbt node's
+        # seconds the last time it ran: the next round's slices are cut by them.
+        self.round: Round | None = None
+        self.node_seconds: dict[str, float] = {}
+        # The same for the nodes a round's slice ran: a model's time in the process' first build,
+        # on tables that had little history to merge, says nothing of its time in a round.
+        self.slice_seconds: dict[str, float] = {}
+        self.build_passed_at: datetime | None = None  # when the last whole build (or round) passed
         # Per table and set of column types landed, the least position it was seen at (once read;
         # the tables with column types are its keys' first three fields);
         # whether the catalog (column_registry, mirror_tables) holds every column and type landed,
@@ -494,8 +544,10 @@ class Follower:
         """Whether the cycle ends with the whole ``dbt build`` (every model, seed, the snapshot and
         the data tests): what has landed has not been through one, and the last is ``build_every``
         seconds old or more."""
-        return not self.tested and (
-            self.last_tested is None or time.monotonic() - self.last_tested >= self.o.build_every
+        return (
+            self.round is None
+            and not self.tested
+            and (self.last_tested is None or time.monotonic() - self.last_tested >= self.o.build_every)
         )
 
     def build_alone(self) -> bool:
@@ -504,25 +556,57 @@ class Follower:
         data test holds back the models it guards until it passes, as in any dbt build)."""
         return self.last_tested is None or self.build_failing
 
-    def dbt_build(self, command: tuple[str, ...] = DBT_BUILD) -> None:
-        from dbt.cli.main import dbtRunner
+    def sliced(self) -> bool:
+        """Whether a whole build due after a cycle's run runs its rest a slice a cycle."""
+        return self.o.build_every > 0 and self.o.build_slice > 0
 
-        from python_jobs.spark_session import PROJECT_DIR
+    def plan_round(self) -> list[tuple[str, ...]]:
+        """The slices of the whole build's rest: its models, seeds and snapshot (none reads another;
+        each alone until a round has timed it), then its data tests (which read them), cut by
+        their last timings."""
+        nodes = rest_nodes()
+        built = [(uid, name) for uid, name, kind in nodes if kind != "test"]
+        tests = [(uid, name) for uid, name, kind in nodes if kind == "test"]
+        slices = cut_slices(built, self.slice_seconds, self.o.build_slice, guess=self.o.build_slice)
+        slices += cut_slices(tests, self.node_seconds, self.o.build_slice)
+        return [(*DBT_SLICE, "--select", *names) for names in slices]
 
+    def build_slice(self) -> str:
+        """Run the round's next slice; ``slice N/M`` for the cycle's line. The round ends when its
+        last slice passes; a failing slice ends it too, and the next whole build runs alone."""
+        r = self.round
+        self.build_failing = True
+        try:
+            self.dbt_build(r.slices[r.done], timings=self.slice_seconds)
+        except BaseException:
+            self.round, self.tested = None, False
+            raise
+        self.build_failing = False
+        r.done += 1
+        if r.done == len(r.slices):
+            self.round, self.last_tested, self.build_passed_at = None, r.started, datetime.now(UTC)
+        return f"{r.done}/{len(r.slices)}"
+
+    def dbt_build(
+        self, command: tuple[str, ...] = DBT_BUILD, timings: dict[str, float] | None = None
+    ) -> None:
+        """Run dbt; each node's seconds go to ``node_seconds`` (and ``timings``, if given)."""
         if not self.last_build_ok:
             schema = self.o.schema
             for name in clear_unfinished_tables(self.spark, (schema, f"{schema}_audit", f"{schema}_mirror")):
                 self.log(f"removed {name}: the files of a table whose creation was cut short, no table's")
         self.last_build_ok = False
         try:
-            result = dbtRunner().invoke(
-                [*command, "--project-dir", str(PROJECT_DIR), "--profiles-dir", str(PROJECT_DIR)]
-            )
+            result = invoke_dbt(command)
         finally:
             # A model that failed between its stamp and its post-hook leaves the stamp set on the
             # session: no later commit (the next cycle's ingestion) may carry it.
             self.spark.conf.unset(STAMP_CONF)
         self.last_build_ok = bool(result.success)
+        for r in result.result or []:
+            if getattr(r, "node", None) is not None and r.execution_time:
+                for seconds in (self.node_seconds, timings if timings is not None else {}):
+                    seconds[r.node.unique_id] = r.execution_time
         if result.success:
             return
         if result.exception is not None:
@@ -571,14 +655,23 @@ class Follower:
                     if due:
                         self.refresh_status()
                 else:
+                    # With the run's models current (run this cycle or before), the rest of the
+                    # build: a slice a cycle (a round), or all of it at once; a build that runs
+                    # alone: all of it.
+                    if due and self.sliced() and not self.build_alone():
+                        self.round = Round(self.plan_round(), started=t0)
+                        self.tested = True  # what has landed so far; a landing makes it False again
+                    if self.round is not None:
+                        done = self.build_slice()  # before the clock is read
+                        timings[f"dbt build {done}"] = time.monotonic() - t0
+                        continue
                     if not due:
                         continue
-                    # With the run's models current (run this cycle or before), the rest of the
-                    # build; a build that runs alone: all of it.
                     rest = self.built and not self.build_alone()
                     self.build_failing = True
                     self.dbt_build(DBT_BUILD_REST if rest else DBT_BUILD)
                     self.built, self.tested, self.last_tested, self.build_failing = True, True, t0, False
+                    self.build_passed_at = datetime.now(UTC)
                     self.catalog_current, self.catalog_behind = True, False
                 timings[step] = time.monotonic() - t0
         except Exception as exc:
@@ -652,6 +745,12 @@ class Follower:
             "last_error": self.counters.last_error,
             "next_retry_at": _iso(self.counters.next_retry_at) if state == "failing" else None,
             "quarantined": self.counters.quarantined,
+            # The last whole build that passed (the data tests, the models the cycles leave out),
+            # and a round under way: its slices done, of how many.
+            "whole_build": {
+                "last_passed_at": _iso(self.build_passed_at) if self.build_passed_at is not None else None,
+                "slices_done": f"{r.done}/{len(r.slices)}" if (r := self.round) is not None else None,
+            },
             "capture": None,
             "sources": [],
         }
@@ -706,11 +805,32 @@ class Follower:
         any case."""
         if retry_at is not None:
             sleep_until(retry_at, self.stop)
-        elif seen is not None:
+        elif seen is not None and self.round is None:  # a round under way goes on with nothing new
             landing = self.o.landing
             wake = lambda: landing_signature(landing) != seen  # noqa: E731
             sleep_until(last_start + self.o.max_idle, self.stop, wake=wake)
         sleep_until(last_start + self.o.min_interval, self.stop)
+
+
+def invoke_dbt(command: tuple[str, ...]):
+    """dbt in-process on this project, on the session dbt-spark finds (the follower's)."""
+    from dbt.cli.main import dbtRunner
+
+    from python_jobs.spark_session import PROJECT_DIR
+
+    return dbtRunner().invoke(
+        [*command, "--project-dir", str(PROJECT_DIR), "--profiles-dir", str(PROJECT_DIR)]
+    )
+
+
+def rest_nodes() -> list[tuple[str, str, str]]:
+    """The nodes of the whole build's rest, ``(unique_id, name, resource_type)``: listed afresh for
+    each round (a new table's mirror brings its own tests)."""
+    result = invoke_dbt(DBT_LIST_REST)
+    if not result.success:
+        raise StepFailed(f"dbt ls failed: {cause(result.exception) if result.exception else result.result}")
+    nodes = map(json.loads, result.result or [])
+    return [(node["unique_id"], node["name"], node["resource_type"]) for node in nodes]
 
 
 def _iso(value: datetime) -> str:
@@ -824,6 +944,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "(dbt run). 0: the whole build every cycle (env WAL_LAKE_FOLLOW_BUILD_EVERY; default 600)",
     )
     parser.add_argument(
+        "--build-slice",
+        type=_positive_float,
+        default=float(env.get("WAL_LAKE_FOLLOW_BUILD_SLICE", "10")),
+        help="spread the whole build over the cycles that follow its run, about this many seconds of "
+        "it a cycle (its models, seeds and snapshot, then its data tests): the cycles go on showing "
+        "new changes meanwhile. 0: all of it in one cycle (env WAL_LAKE_FOLLOW_BUILD_SLICE; default 10)",
+    )
+    parser.add_argument(
         "--status-file",
         type=Path,
         default=Path(env.get("WAL_LAKE_FOLLOW_STATUS", str(spark_dir() / "follow_status.json"))),
@@ -915,6 +1043,7 @@ def _follow(args: argparse.Namespace, stop: threading.Event, out: TextIO, betwee
         min_interval=args.min_interval,
         max_idle=args.max_idle,
         build_every=args.build_every,
+        build_slice=args.build_slice,
         max_backoff=args.max_backoff,
         status_file=args.status_file,
         cycles=args.cycles,

@@ -329,6 +329,7 @@ def bare_follower(tmp_path: Path, **options) -> follow.Follower:
         "min_interval": 0.0,
         "max_idle": 300.0,
         "build_every": 0.0,
+        "build_slice": 0.0,
         "max_backoff": 300.0,
         "status_file": tmp_path / "status.json",
         "cycles": None,
@@ -366,7 +367,7 @@ def test_a_failing_cycle_writes_its_cause_count_and_next_retry_to_the_status_fil
 
     monkeypatch.setattr(follower, "ingest", ingest)
     monkeypatch.setattr(follower, "new_tables", lambda: [])
-    monkeypatch.setattr(follower, "dbt_build", lambda command: None)
+    monkeypatch.setattr(follower, "dbt_build", lambda command, timings=None: None)
     monkeypatch.setattr(follow, "spark_alive", lambda spark: True)
     monkeypatch.setattr(follow.status_mod, "source_status", lambda *args, **kwargs: [])
     seen = []
@@ -406,17 +407,18 @@ def scripted_steps(follower: follow.Follower, files_landed: list[int], monkeypat
 
     ran: list[str] = []
 
-    def dbt_build(command) -> None:
+    def dbt_build(command, timings=None) -> None:
         # A build marks whether the status file existed as it started (the run before it wrote it).
         status = follower.o.status_file
         # "build": all of it; "rest": what the cycle's run leaves out (DBT_BUILD_REST); "records":
-        # the run without the column catalog (DBT_RUN_RECORDS).
+        # the run without the column catalog (DBT_RUN_RECORDS); a round's slice: "slice a b" (the
+        # nodes it builds).
         name = {
             follow.DBT_RUN: "run",
             follow.DBT_RUN_RECORDS: "records",
             follow.DBT_BUILD: "build",
             follow.DBT_BUILD_REST: "rest",
-        }[command]
+        }.get(command) or "slice " + " ".join(command[len(follow.DBT_SLICE) + 1 :])
         marked = name in ("run", "records") or status.exists()
         ran.append(name if marked else f"{name} (no status)")
 
@@ -424,6 +426,8 @@ def scripted_steps(follower: follow.Follower, files_landed: list[int], monkeypat
     monkeypatch.setattr(follower, "new_tables", lambda: [])
     monkeypatch.setattr(follower, "dbt_build", dbt_build)
     monkeypatch.setattr(follow.status_mod, "source_status", lambda *args, **kwargs: [])
+    rest = [("model.m", "m", "model"), *((f"test.{name}", name, "test") for name in "abc")]
+    monkeypatch.setattr(follow, "rest_nodes", lambda: rest)
     return ran
 
 
@@ -460,6 +464,82 @@ def test_cycles_run_the_models_and_every_build_every_seconds_the_whole_build(tmp
     assert built == ["build (no status)", "run", "rest"]
 
 
+def test_with_build_slice_the_whole_builds_rest_runs_a_slice_a_cycle(tmp_path, monkeypatch):
+    """With --build-slice, the cycle due for the whole build runs its run and the rest's models; the
+    data tests follow, a slice a cycle, whether or not anything landed, while the cycles go on
+    running what consumers read; the next build is due --build-every after the round started, if
+    anything landed since. A failing slice ends the round, and the build runs alone until it passes.
+    Fails first: the rest ran in one cycle, holding back the changes that landed meanwhile."""
+    follower = bare_follower(tmp_path, build_every=1.0, build_slice=2.0)
+    ran = scripted_steps(follower, [1, 1, 0, 1, 0, 0, 0, 1, 1], monkeypatch)
+
+    def whole_build() -> tuple[str | None, str | None]:  # the status file's, after a cycle
+        document = json.loads(follower.o.status_file.read_text())["whole_build"]
+        return document["last_passed_at"], document["slices_done"]
+
+    assert follower.cycle()  # the process' first build: all of it, alone
+    first, under_way = whole_build()
+    assert first is not None and under_way is None
+    time.sleep(1.1)
+    assert follower.cycle()  # new files, the build due: the run, then its first slice
+    assert follower.round is not None and follower.tested
+    assert whole_build() == (first, "1/3")
+    assert follower.cycle()  # nothing new: the next slice (two tests of a second each, by guess)
+    assert whole_build() == (first, "2/3")
+    assert follower.cycle()  # new files: the run, and the last slice
+    assert follower.round is None and not follower.tested
+    passed, under_way = whole_build()
+    assert passed > first and under_way is None
+    assert follower.cycle()  # nothing new, the next build not due: nothing
+    assert ran == ["build (no status)", "run", "slice m", "slice a b", "records", "slice c"]
+    reports = [line for line in follower.out.getvalue().splitlines() if line.startswith("follow: cycle")]
+    assert "dbt run" in reports[1] and "dbt build 1/3" in reports[1], reports
+    assert "dbt build 2/3" in reports[2] and "dbt run" not in reports[2], reports
+    assert "dbt run" in reports[3] and "dbt build 3/3" in reports[3], reports
+    assert "dbt" not in reports[4], reports
+    # A round under way does not wait for a new file; none under way, a cycle waits for one.
+    follower.o.max_idle = 60.0
+    follower.round = follow.Round([follow.DBT_SLICE], started=time.monotonic())
+    started = time.monotonic()
+    follower.wait(started, None, follow.landing_signature(follower.o.landing))
+    assert time.monotonic() - started < 1.0
+    follower.round = None
+
+    time.sleep(1.1)  # what landed in the round's last cycle: due a round after the last one started
+    recorded = follower.dbt_build
+
+    def dbt_build(command, timings=None) -> None:
+        recorded(command)
+        if command[-1] == "c":
+            raise ValueError("a data test failed")
+
+    monkeypatch.setattr(follower, "dbt_build", dbt_build)
+    monkeypatch.setattr(follow, "spark_alive", lambda spark: True)
+    follower.node_seconds = {"model.m": 3.0, "test.a": 0.5, "test.b": 0.5, "test.c": 0.5}  # last timings
+    assert follower.cycle()  # nothing new; the catalog behind: the run with it, then the models
+    assert not follower.cycle()  # the three tests in one slice, failing
+    assert follower.round is None
+    monkeypatch.setattr(follower, "dbt_build", recorded)
+    assert follower.cycle()  # new files: the build alone, whole
+    assert follower.cycle()  # new files: the run; the next build not due yet
+    assert ran[6:] == ["run", "slice m", "slice a b c", "build", "records"]
+
+
+def test_a_rounds_nodes_are_cut_into_slices_by_their_last_timings():
+    tests = [(f"test.{n}", n) for n in "abcdef"]
+    # None timed: a second each.
+    assert follow.cut_slices(tests, {}, 2.5) == [["a", "b"], ["c", "d"], ["e", "f"]]
+    # By the last timings; one untimed counts as the timed ones' mean; one over the budget alone.
+    seconds = {"test.a": 1.0, "test.b": 6.0, "test.c": 0.5, "test.d": 0.5, "test.f": 3.0}
+    assert follow.cut_slices(tests, seconds, 3.0) == [["a"], ["b"], ["c", "d"], ["e"], ["f"]]
+    assert follow.cut_slices(tests, seconds, 100.0) == [list("abcdef")]
+    assert follow.cut_slices([], seconds, 3.0) == []
+    # A round's models: each alone (a guess of the whole budget) until a round has timed them.
+    assert follow.cut_slices(tests[:3], {}, 3.0, guess=3.0) == [["a"], ["b"], ["c"]]
+    assert follow.cut_slices(tests[:3], {"test.b": 1.0}, 3.0, guess=3.0) == [["a"], ["b"], ["c"]]
+    assert follow.cut_slices(tests[:3], {"test.a": 1.0, "test.b": 1.0}, 3.0, guess=3.0) == [["a", "b"], ["c"]]
+
+
 def test_after_a_failed_build_the_build_runs_alone_until_it_passes(tmp_path, monkeypatch):
     """A failing data test holds back the models it guards, as in any dbt build: the cycles after a
     failed build run the build alone (no dbt run before it) until it passes."""
@@ -468,7 +548,7 @@ def test_after_a_failed_build_the_build_runs_alone_until_it_passes(tmp_path, mon
     recorded = follower.dbt_build
     outcomes = iter([None, ValueError("a data test failed"), ValueError("a data test failed"), None])
 
-    def dbt_build(command) -> None:
+    def dbt_build(command, timings=None) -> None:
         recorded(command)
         if command[0] == "build" and (failure := next(outcomes)) is not None:
             raise failure
@@ -504,7 +584,7 @@ def test_the_column_catalog_runs_in_a_cycle_only_when_what_landed_is_new_to_it(t
     recorded = follower.dbt_build
     failures = iter([None, None, ValueError("Spark failed"), *[None] * 9])
 
-    def dbt_build(command) -> None:
+    def dbt_build(command, timings=None) -> None:
         recorded(command)
         if (failure := next(failures)) is not None:
             raise failure
@@ -557,6 +637,12 @@ def test_a_cycle_between_builds_runs_what_consumers_read_and_the_rest_waits_for_
     assert not run & rest
     assert run | rest == everything
     assert growing | {"not_null_consumer_records_seq", "unique_sequin_events_seq"} <= rest
+    # A round (--build-slice) is the rest too, and a slice builds only the nodes it names.
+    nodes = follow.rest_nodes()
+    names = [name for _, name, _ in nodes]
+    assert set(names) == rest and len(names) == len(set(names))
+    assert {kind for _, _, kind in nodes} <= {"model", "seed", "snapshot", "test"}
+    assert listed((*follow.DBT_SLICE, "--select", "record_history"), *built) == {"record_history"}
 
 
 # --- killed at random points, with a live Postgres ---------------------------------------------------
