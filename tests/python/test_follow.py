@@ -716,9 +716,11 @@ class FollowerProcess:
         }
         return files_under(top[phase])
 
-    def kill_in(self, phase: str, delay: float, timeout: float = 240) -> None:
+    def kill_in(self, phase: str, delay: float, timeout: float = 600) -> None:
         """SIGKILL the process group (Python and its JVM) ``delay`` seconds after the phase writes
-        its first new file."""
+        its first new file. A restarted follower's first cycle may land nothing (the capture has
+        not written yet) and then run the whole build alone: the next ingestion waits for it, four
+        minutes and more on a slow 2-core machine while the other test worker runs."""
         before = self.watched(phase)
         deadline = time.monotonic() + timeout
         while not self.watched(phase) - before:
