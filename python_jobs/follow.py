@@ -572,8 +572,9 @@ class Follower:
         return [(*DBT_SLICE, "--select", *names) for names in slices]
 
     def build_slice(self) -> str:
-        """Run the round's next slice; ``slice N/M`` for the cycle's line. The round ends when its
-        last slice passes; a failing slice ends it too, and the next whole build runs alone."""
+        """Run the round's next slice; ``N/M`` (slices done, of how many) for the cycle's line. The
+        round ends when its last slice passes; a failing slice ends it too, and the next whole
+        build runs alone."""
         r = self.round
         self.build_failing = True
         try:
