@@ -606,8 +606,9 @@ class Follower:
         self.last_build_ok = bool(result.success)
         for r in result.result or []:
             if getattr(r, "node", None) is not None and r.execution_time:
-                for seconds in (self.node_seconds, timings if timings is not None else {}):
-                    seconds[r.node.unique_id] = r.execution_time
+                self.node_seconds[r.node.unique_id] = r.execution_time
+                if timings is not None:
+                    timings[r.node.unique_id] = r.execution_time
         if result.success:
             return
         if result.exception is not None:
