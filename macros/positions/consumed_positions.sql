@@ -1,11 +1,18 @@
 {#-
-    What an incremental log model has already consumed, per source: the greatest landed batch and
-    the greatest position. Returns an empty list when the model does not exist yet or outside
-    execution, so callers can render their full-refresh SQL.
+    What sequin_events has already consumed, per source: the greatest batch it read and the
+    greatest position it holds. Read from the mark on the table's own Delta commit
+    (`consumed_stamp`: a `describe history`, whatever the log's size); when no commit carries a
+    mark it can trust (a table written before marks, or changed since by a statement that is not a
+    run of the model), aggregated over the whole table instead. Returns an empty list when the
+    model does not exist yet or outside execution, so callers can render their full-refresh SQL.
 -#}
 {% macro consumed_positions(relation) %}
     {%- if not execute -%}
         {{ return([]) }}
+    {%- endif -%}
+    {%- set stamped = consumed_stamp(relation) -%}
+    {%- if stamped is not none -%}
+        {{ return(stamped) }}
     {%- endif -%}
     {%- set query -%}
         select

@@ -5,7 +5,8 @@
     subscribed table touched), Delta made no commit, and the model's last stamp still names the seq
     before the range: every later run would read the range again, a range that only grows while the
     model has nothing to write. A commit of one table property (`wal_lake.consumed_seq`, the run's
-    upto) then carries the run's mark instead. Nothing to do when the table's latest commit already
+    upto) then carries the run's mark instead; likewise for sequin_events' mark
+    (`stamp_consumed_positions`) when every change its run read was a replay. Nothing to do when the table's latest commit already
     carries the mark (the merge's own, or an earlier run's with the same upto whose merge was
     skipped), or when no mark is set (not a run that writes).
 -#}
@@ -14,12 +15,19 @@
         {%- set mark = run_query('set spark.databricks.delta.commitInfo.userMetadata').rows[0][1] -%}
         {%- set stamp = parse_seq_stamp(mark) -%}
         {%- if stamp is not none -%}
+            {%- set property = ('wal_lake.consumed_seq', stamp.consumed_seq) -%}
+        {%- elif mark.startswith(consumed_mark_prefix()) -%}
+            {#- sequin_events' mark (stamp_consumed_positions): the run read only replays. -#}
+            {%- set property = ('wal_lake.consumed_positions', 'on this commit') -%}
+        {%- else -%}
+            {%- set property = none -%}
+        {%- endif -%}
+        {%- if property is not none -%}
             {%- set table = real_table(this) -%}
             {%- set last = run_query('describe history ' ~ table ~ ' limit 1').rows[0]['userMetadata'] -%}
             {%- if last != mark -%}
                 {%- do run_query(
-                    'alter table ' ~ table ~ " set tblproperties ('wal_lake.consumed_seq' = '"
-                    ~ stamp.consumed_seq ~ "')"
+                    'alter table ' ~ table ~ " set tblproperties ('" ~ property[0] ~ "' = '" ~ property[1] ~ "')"
                 ) -%}
             {%- endif -%}
         {%- endif -%}

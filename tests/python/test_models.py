@@ -583,3 +583,46 @@ def test_consumers_seed_changes_apply_on_the_next_run(spark, dbt, schemas):
             ("shrunk", "public", "accounts", '["2"]'),
         ]
     )
+
+
+def consumed_mark(spark, relation: str) -> list | None:
+    """The consumed positions on the newest commit of ``relation`` that carries sequin_events' mark."""
+    for row in spark.sql(f"describe history {relation} limit 50").collect():
+        metadata = row.userMetadata or ""
+        if metadata.startswith("wal_lake.consumed_positions="):
+            return json.loads(metadata.split("=", 1)[1])
+    return None
+
+
+def test_sequin_events_reads_what_it_consumed_from_its_own_commit(spark, dbt, schemas):
+    """sequin_events finds what it consumed in the mark on its last commit, not by reading the log:
+    a batch of replays alone is read once, not on every run after it; a commit that is not one of
+    its runs (a DELETE by hand) makes the next run read the log instead."""
+    fresh_start(spark, schemas)
+    sequin = f"{schemas.models}.sequin_events"
+    first = [
+        change(100, 0, "insert", pk=(1,), record=a(1, v="a")),
+        change(200, 0, "insert", pk=(2,), record=a(2)),
+    ]
+    land(spark, first, batch_id=1)
+    dbt("run", "-s", "+sequin_events")
+    assert consumed_mark(spark, sequin) == [["src", 1, 200, 0]]
+
+    # Batch 2 holds only replays: the run finds them, inserts nothing, and its mark still moves on
+    # (on a commit of its own, the merge having committed nothing), so the next run reads nothing.
+    land(spark, first, batch_id=2)
+    dbt("run", "-s", "sequin_events")
+    assert consumed_mark(spark, sequin) == [["src", 2, 200, 0]]
+    merges = []
+    dbt("run", "-s", "sequin_events", callbacks=[merges_sent(merges)])
+    assert merges == []
+
+    # A change of the table that no run made: the mark no longer describes its rows. The next run
+    # aggregates the log, finds position 200 missing, and reads the batches past the one it holds.
+    spark.sql(f"delete from {sequin} where commit_lsn = 200")
+    dbt("run", "-s", "sequin_events")
+    assert rows(spark, f"select seq, commit_lsn, batch_id from {sequin} order by seq") == [
+        (1, 100, 1),
+        (2, 200, 2),
+    ]
+    assert consumed_mark(spark, sequin) == [["src", 2, 200, 0]]

@@ -1,0 +1,90 @@
+{#-
+    The consumed positions a run of sequin_events leaves on its own Delta commit (commit user
+    metadata, like the seq stamps of the models that read by seq): `consumed_mark` writes them,
+    `stamp_consumed_positions` puts the mark on the session for the run's merge, and
+    `consumed_stamp` reads it back. The mark rides on the commit that writes the rows: a crash
+    leaves both or neither.
+-#}
+{% macro consumed_mark_prefix() %}{{ return('wal_lake.consumed_positions=') }}{% endmacro %}
+
+{#-
+    The mark of a run that consumed `past` (events_past's positions: per source, the greatest
+    batch and position it read) on top of `consumed` (what the table held before): per source, the
+    greater of the two. A JSON list of [source_id, batch_id, commit_lsn, commit_idx]; a semicolon
+    in a source id is written as a JSON escape, since Spark's SET ends a value at one.
+-#}
+{% macro consumed_mark(consumed, past) %}
+    {%- set by_source = {} -%}
+    {%- for row in (consumed | list) + (past | list) -%}
+        {%- set position = [row.batch_id | int, row.commit_lsn | int, row.commit_idx | int] -%}
+        {%- set known = by_source.get(row.source_id) -%}
+        {%- if known is none -%}
+            {%- do by_source.update({row.source_id: position}) -%}
+        {%- else -%}
+            {%- set later = position[1:] if position[1:] > known[1:] else known[1:] -%}
+            {%- do by_source.update({row.source_id: [[known[0], position[0]] | max] + later}) -%}
+        {%- endif -%}
+    {%- endfor -%}
+    {%- set rows = [] -%}
+    {%- for source_id in by_source | sort -%}
+        {%- do rows.append([source_id] + by_source[source_id]) -%}
+    {%- endfor -%}
+    {{ return(consumed_mark_prefix() ~ (rows | tojson | replace(';', '\\u003b'))) }}
+{% endmacro %}
+
+{#-
+    Puts the mark of this run on the session's Delta commits (the merge's, or the full refresh's
+    create), when the run writes and found something past what it consumed; otherwise clears any
+    mark, so that no earlier model's mark can reach this table. The model's post-hooks carry the
+    mark on a commit of its own when the merge wrote nothing (`stamp_unwritten_run`: every change
+    read was a replay), then clear it (`unstamp_consumed_seq`).
+-#}
+{% macro stamp_consumed_positions(consumed, past) %}
+    {%- if writes_this_model() -%}
+        {%- if past.found -%}
+            {%- do run_query(
+                'set spark.databricks.delta.commitInfo.userMetadata = ' ~ consumed_mark(consumed, past.positions)
+            ) -%}
+        {%- else -%}
+            {%- do run_query(unstamp_consumed_seq()) -%}
+        {%- endif -%}
+    {%- endif -%}
+{% endmacro %}
+
+{#-
+    The consumed positions on the latest commit of `relation` (sequin_events) that a run of the
+    model made, as rows of source_id, batch_id, commit_lsn, commit_idx; none when there is no such
+    commit to trust. Walking back from the newest commit (the last 50): a commit that carries a
+    mark and writes the model's rows (or is the post-hook's commit of a run that wrote none) gives
+    it; a commit that leaves every row as it was (OPTIMIZE, VACUUM, a table property, a column
+    added with nulls) is passed over; any other commit (a DELETE, a RESTORE, a write without a
+    mark) means the mark may no longer describe the rows: none, and the caller aggregates.
+-#}
+{% macro consumed_stamp(relation) %}
+    {%- set carriers = [
+        'MERGE', 'WRITE', 'CREATE TABLE AS SELECT', 'REPLACE TABLE AS SELECT',
+        'CREATE OR REPLACE TABLE AS SELECT', 'SET TBLPROPERTIES'
+    ] -%}
+    {%- set keeps_rows = [
+        'OPTIMIZE', 'VACUUM START', 'VACUUM END', 'SET TBLPROPERTIES', 'UNSET TBLPROPERTIES',
+        'ADD COLUMNS', 'CHANGE COLUMN', 'UPGRADE PROTOCOL', 'ADD CONSTRAINT', 'DROP CONSTRAINT'
+    ] -%}
+    {%- set prefix = consumed_mark_prefix() -%}
+    {%- set query = 'describe history ' ~ real_table(relation) ~ ' limit 50' -%}
+    {%- set history = run_query_once(query, key=query ~ ' (consumed positions)') -%}
+    {%- for commit in history.rows -%}
+        {%- set metadata = commit['userMetadata'] or '' -%}
+        {%- if metadata.startswith(prefix) and commit['operation'] in carriers -%}
+            {%- set rows = [] -%}
+            {%- for source_id, batch_id, commit_lsn, commit_idx in fromjson(metadata[prefix | length:]) -%}
+                {%- do rows.append({
+                    'source_id': source_id, 'batch_id': batch_id, 'commit_lsn': commit_lsn, 'commit_idx': commit_idx
+                }) -%}
+            {%- endfor -%}
+            {{ return(rows) }}
+        {%- elif commit['operation'] not in keeps_rows -%}
+            {{ return(none) }}
+        {%- endif -%}
+    {%- endfor -%}
+    {{ return(none) }}
+{% endmacro %}
