@@ -5,12 +5,13 @@
     mark it can trust (a table written before marks, or changed since by a statement that is not a
     run of the model), aggregated over the whole table instead. Returns an empty list when the
     model does not exist yet or outside execution, so callers can render their full-refresh SQL.
+    `after_its_run`: asked by a model after sequin_events in the same invocation (consumed_stamp).
 -#}
-{% macro consumed_positions(relation) %}
+{% macro consumed_positions(relation, after_its_run=false) %}
     {%- if not execute -%}
         {{ return([]) }}
     {%- endif -%}
-    {%- set stamped = consumed_stamp(relation) -%}
+    {%- set stamped = consumed_stamp(relation, after_its_run) -%}
     {%- if stamped is not none -%}
         {{ return(stamped) }}
     {%- endif -%}

@@ -52,15 +52,35 @@
 {% endmacro %}
 
 {#-
-    The consumed positions on the latest commit of `relation` (sequin_events) that a run of the
-    model made, as rows of source_id, batch_id, commit_lsn, commit_idx; none when there is no such
-    commit to trust. Walking back from the newest commit (the last 50): a commit that carries a
-    mark and writes the model's rows (or is the post-hook's commit of a run that wrote none) gives
-    it; a commit that leaves every row as it was (OPTIMIZE, VACUUM, a table property, a column
-    added with nulls) is passed over; any other commit (a DELETE, a RESTORE, a write without a
-    mark) means the mark may no longer describe the rows: none, and the caller aggregates.
+    The consumed positions on the newest commit of `relation` (sequin_events) that a run of the
+    model made (`marked_commit`), as rows of source_id, batch_id, commit_lsn, commit_idx; none when
+    there is no such commit to trust. `after_its_run`: asked by a model after sequin_events in the
+    same invocation (sequin_violations), so not the answer sequin_events read before its commit.
 -#}
-{% macro consumed_stamp(relation) %}
+{% macro consumed_stamp(relation, after_its_run=false) %}
+    {%- set payload = marked_commit(relation, consumed_mark_prefix(), after_its_run) -%}
+    {%- if payload is none -%}
+        {{ return(none) }}
+    {%- endif -%}
+    {%- set rows = [] -%}
+    {%- for source_id, batch_id, commit_lsn, commit_idx in fromjson(payload) -%}
+        {%- do rows.append({
+            'source_id': source_id, 'batch_id': batch_id, 'commit_lsn': commit_lsn, 'commit_idx': commit_idx
+        }) -%}
+    {%- endfor -%}
+    {{ return(rows) }}
+{% endmacro %}
+
+{#-
+    What follows `prefix` in the user metadata of the newest commit of `relation` that a run of
+    its model marked with it; none when no commit can be trusted to describe the table's rows.
+    Walking back from the newest commit (the last 50, `describe history`, once per invocation and
+    `after_its_run`): a commit that carries the mark and writes the model's rows (MERGE, a create,
+    or stamp_unwritten_run's table property) gives it; a commit that leaves every row as it was
+    (OPTIMIZE, VACUUM, a table property, added columns) is passed over; any other commit (a DELETE,
+    a RESTORE, a write without the mark) means the mark may no longer describe the rows: none.
+-#}
+{% macro marked_commit(relation, prefix, after_its_run=false) %}
     {%- set carriers = [
         'MERGE', 'WRITE', 'CREATE TABLE AS SELECT', 'REPLACE TABLE AS SELECT',
         'CREATE OR REPLACE TABLE AS SELECT', 'SET TBLPROPERTIES'
@@ -69,19 +89,13 @@
         'OPTIMIZE', 'VACUUM START', 'VACUUM END', 'SET TBLPROPERTIES', 'UNSET TBLPROPERTIES',
         'ADD COLUMNS', 'CHANGE COLUMN', 'UPGRADE PROTOCOL', 'ADD CONSTRAINT', 'DROP CONSTRAINT'
     ] -%}
-    {%- set prefix = consumed_mark_prefix() -%}
     {%- set query = 'describe history ' ~ real_table(relation) ~ ' limit 50' -%}
-    {%- set history = run_query_once(query, key=query ~ ' (consumed positions)') -%}
+    {%- set key = query ~ ' (marked commit' ~ (', after its run' if after_its_run else '') ~ ')' -%}
+    {%- set history = run_query_once(query, key=key) -%}
     {%- for commit in history.rows -%}
         {%- set metadata = commit['userMetadata'] or '' -%}
         {%- if metadata.startswith(prefix) and commit['operation'] in carriers -%}
-            {%- set rows = [] -%}
-            {%- for source_id, batch_id, commit_lsn, commit_idx in fromjson(metadata[prefix | length:]) -%}
-                {%- do rows.append({
-                    'source_id': source_id, 'batch_id': batch_id, 'commit_lsn': commit_lsn, 'commit_idx': commit_idx
-                }) -%}
-            {%- endfor -%}
-            {{ return(rows) }}
+            {{ return(metadata[prefix | length:]) }}
         {%- elif commit['operation'] not in keeps_rows -%}
             {{ return(none) }}
         {%- endif -%}

@@ -6,7 +6,8 @@
     before the range: every later run would read the range again, a range that only grows while the
     model has nothing to write. A commit of one table property (`wal_lake.consumed_seq`, the run's
     upto) then carries the run's mark instead; likewise for sequin_events' mark
-    (`stamp_consumed_positions`) when every change its run read was a replay. Nothing to do when the table's latest commit already
+    (`stamp_consumed_positions`) when every change its run read was a replay, and sequin_violations'
+    (`stamp_checked_batches`) when the batches it checked held no violation. Nothing to do when the table's latest commit already
     carries the mark (the merge's own, or an earlier run's with the same upto whose merge was
     skipped), or when no mark is set (not a run that writes).
 -#}
@@ -19,6 +20,9 @@
         {%- elif mark.startswith(consumed_mark_prefix()) -%}
             {#- sequin_events' mark (stamp_consumed_positions): the run read only replays. -#}
             {%- set property = ('wal_lake.consumed_positions', 'on this commit') -%}
+        {%- elif mark.startswith(checked_mark_prefix()) -%}
+            {#- sequin_violations' mark (stamp_checked_batches): the batches held no violation. -#}
+            {%- set property = ('wal_lake.checked_batches', 'on this commit') -%}
         {%- else -%}
             {%- set property = none -%}
         {%- endif -%}

@@ -626,3 +626,33 @@ def test_sequin_events_reads_what_it_consumed_from_its_own_commit(spark, dbt, sc
         (2, 200, 2),
     ]
     assert consumed_mark(spark, sequin) == [["src", 2, 200, 0]]
+
+
+def test_sequin_violations_checks_each_batch_once_after_sequin_events_read_it(spark, dbt, schemas):
+    """sequin_violations compares only the batches sequin_events read since its last run: a
+    violation landed later is found, kept once through runs with nothing new, and a full refresh
+    finds the same."""
+    fresh_start(spark, schemas)
+    violations = f"select commit_lsn, commit_idx, landing_line, reason from {schemas.audit}.sequin_violations"
+    land(spark, [change(100, 0, "insert", pk=(1,), record=a(1, v="a"))], batch_id=1)
+    dbt("run", "-s", "+sequin_events", "sequin_violations")
+    assert rows(spark, violations) == []
+
+    # A different change at the consumed position 100/0, a replay of it, and a new change.
+    late = [
+        change(100, 0, "insert", pk=(1,), record=a(1, v="other")),
+        change(100, 0, "insert", pk=(1,), record=a(1, v="a")),
+        change(300, 0, "insert", pk=(3,), record=a(3)),
+    ]
+    land(spark, late, batch_id=2)
+    dbt("run", "-s", "sequin_events", "sequin_violations")
+    found = rows(spark, violations)
+    assert [(lsn, idx, reason) for lsn, idx, _, reason in found] == [
+        (100, 0, "differs from the change already recorded at this position")
+    ]
+    merges = []
+    dbt("run", "-s", "sequin_events", "sequin_violations", callbacks=[merges_sent(merges)])
+    assert merges == []
+    assert rows(spark, violations) == found
+    dbt("run", "--full-refresh", "-s", "sequin_violations")
+    assert rows(spark, violations) == found

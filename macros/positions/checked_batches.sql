@@ -1,0 +1,70 @@
+{#-
+    What sequin_violations has checked, on its own Delta commit like sequin_events' consumed
+    positions (`marked_commit`): per source, the greatest batch whose changes it compared with
+    sequin_events, and the table id of the sequin_events it compared them with.
+-#}
+{% macro checked_mark_prefix() %}{{ return('wal_lake.checked_batches=') }}{% endmacro %}
+
+{#- The mark: JSON of `sequin_table_id` and `batches` (source_id to batch), after checked_mark_prefix. -#}
+{% macro checked_mark(batches, table_id) %}
+    {%- set payload = {'sequin_table_id': table_id, 'batches': batches} | tojson -%}
+    {{ return(checked_mark_prefix() ~ (payload | replace(';', '\\u003b'))) }}
+{% endmacro %}
+
+{#- The mark on the newest commit of `relation` a run of it made, as a dict; none when none is trusted. -#}
+{% macro checked_batches(relation) %}
+    {%- if not execute -%}
+        {{ return(none) }}
+    {%- endif -%}
+    {%- set payload = marked_commit(relation, checked_mark_prefix()) -%}
+    {{ return(none if payload is none else fromjson(payload)) }}
+{% endmacro %}
+
+{#-
+    Why sequin_violations (`relation`) cannot go on from its mark, as text, or '' when it can: no
+    commit of it is marked, or sequin_events is not the table its last run compared with (rebuilt
+    since, maybe from other landed changes).
+-#}
+{% macro checked_rebuild_reason(relation, sequin_relation) %}
+    {%- set mark = checked_batches(relation) -%}
+    {%- if mark is none -%}
+        {{ return('no commit of it says which batches it checked') }}
+    {%- elif mark['sequin_table_id'] != sequin_table_id(sequin_relation) -%}
+        {{ return(sequin_relation.identifier ~ ' is not the table its last run compared with (rebuilt since)') }}
+    {%- endif -%}
+    {{ return('') }}
+{% endmacro %}
+
+{#-
+    In a run that writes the model (writes_this_model), puts its mark on the session's Delta
+    commits when it has batches to check or builds the table in full; otherwise clears any mark
+    (its merge is skipped). The post-hooks carry the mark on a commit of its own when the merge
+    wrote nothing, the common case: no violation (stamp_unwritten_run).
+-#}
+{% macro stamp_checked_batches(batches, table_id, checks_any) %}
+    {%- if writes_this_model() -%}
+        {%- if checks_any or not is_incremental() -%}
+            {%- do run_query(
+                'set spark.databricks.delta.commitInfo.userMetadata = ' ~ checked_mark(batches, table_id)
+            ) -%}
+        {%- else -%}
+            {%- do run_query(unstamp_consumed_seq()) -%}
+        {%- endif -%}
+    {%- endif -%}
+{% endmacro %}
+
+{#-
+    sequin_violations' batch ranges as an inline relation (source_id, after_batch, through_batch),
+    on one line: per source, the batches past the one it checked up to the one sequin_events
+    read. With none, one row that no batch falls in.
+-#}
+{% macro batch_ranges_relation(ranges) %}
+    {%- set rows = [] -%}
+    {%- for range in ranges or [{'source_id': '', 'after': 0, 'through': 0}] -%}
+        {%- set source_id = range.source_id | replace('\\', '\\\\') | replace("'", "\\'") -%}
+        {%- do rows.append("('" ~ source_id ~ "', " ~ range.after ~ 'L, ' ~ range.through ~ 'L)') -%}
+    {%- endfor -%}
+    {{ return(
+        'select * from values ' ~ rows | join(', ') ~ ' as batch_ranges (source_id, after_batch, through_batch)'
+    ) }}
+{% endmacro %}
