@@ -12,7 +12,8 @@
 
     int_events_consumable past the least batch checked -> landed
     landed, batches (checked, consumed] per source -> events -> positions
-    sequin_events at those positions -> recorded
+    sequin_events between the run's least and greatest commit_lsn -> logged
+    logged at those positions -> recorded
     events + recorded (left join on the position) -> violations (merged on the landed line)
 -#}
 {{
@@ -41,6 +42,7 @@
         {%- do through.update({row.source_id: row.batch_id | int}) -%}
     {%- endif -%}
 {%- endfor -%}
+{%- set lsn_bounds = checked_lsn_bounds(ref('int_events_consumable'), ranges) -%}
 {%- do skip_merge_when(is_incremental() and not ranges) -%}
 {%- do stamp_checked_batches(through, sequin_table_id(ref('sequin_events')), ranges | length > 0) -%}
 
@@ -85,10 +87,21 @@ positions as (
 
 ),
 
+logged as (
+
+    -- The log between the run's least and greatest commit_lsn (literals: Delta's file statistics
+    -- skip the rest of the log).
+    select * from {{ ref('sequin_events') }}
+    {%- if lsn_bounds %}
+        where commit_lsn between {{ lsn_bounds.low }} and {{ lsn_bounds.high }}
+    {%- endif %}
+
+),
+
 recorded as (
 
-    -- The log's rows at the run's positions: one scan of sequin_events' key and hash columns, the
-    -- run's positions broadcast, nothing of the log shuffled.
+    -- The log's rows at the run's positions: their key and hash columns, the run's positions
+    -- broadcast, nothing of the log shuffled.
     select /*+ broadcast(positions) */
         sequin.source_id,
         sequin.commit_lsn,
@@ -96,7 +109,7 @@ recorded as (
         sequin.seq,
         sequin.change_hash
 
-    from {{ ref('sequin_events') }} as sequin
+    from logged as sequin
     left semi join positions
         on
             sequin.source_id = positions.source_id
