@@ -7,8 +7,7 @@
 
 {#- The mark: JSON of `sequin_table_id` and `batches` (source_id to batch), after checked_mark_prefix. -#}
 {% macro checked_mark(batches, table_id) %}
-    {%- set payload = {'sequin_table_id': table_id, 'batches': batches} | tojson -%}
-    {{ return(checked_mark_prefix() ~ (payload | replace(';', '\\u003b'))) }}
+    {{ return(checked_mark_prefix() ~ ({'sequin_table_id': table_id, 'batches': batches} | tojson)) }}
 {% endmacro %}
 
 {#- The mark on the newest commit of `relation` a run of it made, as a dict; none when none is trusted. -#}
@@ -33,24 +32,6 @@
         {{ return(sequin_relation.identifier ~ ' is not the table its last run compared with (rebuilt since)') }}
     {%- endif -%}
     {{ return('') }}
-{% endmacro %}
-
-{#-
-    In a run that writes the model (writes_this_model), puts its mark on the session's Delta
-    commits when it has batches to check or builds the table in full; otherwise clears any mark
-    (its merge is skipped). The post-hooks carry the mark on a commit of its own when the merge
-    wrote nothing, the common case: no violation (stamp_unwritten_run).
--#}
-{% macro stamp_checked_batches(batches, table_id, checks_any) %}
-    {%- if writes_this_model() -%}
-        {%- if checks_any or not is_incremental() -%}
-            {%- do run_query(
-                'set spark.databricks.delta.commitInfo.userMetadata = ' ~ checked_mark(batches, table_id)
-            ) -%}
-        {%- else -%}
-            {%- do run_query(unstamp_consumed_seq()) -%}
-        {%- endif -%}
-    {%- endif -%}
 {% endmacro %}
 
 {#-

@@ -1,8 +1,8 @@
 {#-
     The consumed positions a run of sequin_events leaves on its own Delta commit (commit user
     metadata, like the seq stamps of the models that read by seq): `consumed_mark` writes them,
-    `stamp_consumed_positions` puts the mark on the session for the run's merge, and
-    `consumed_stamp` reads it back. The mark rides on the commit that writes the rows: a crash
+    `mark_commits` puts the mark on the session for the run's merge, and `consumed_stamp` reads it
+    back. The mark rides on the commit that writes the rows: a crash
     leaves both or neither.
 -#}
 {% macro consumed_mark_prefix() %}{{ return('wal_lake.consumed_positions=') }}{% endmacro %}
@@ -10,8 +10,7 @@
 {#-
     The mark of a run that consumed `past` (events_past's positions: per source, the greatest
     batch and position it read) on top of `consumed` (what the table held before): per source, the
-    greater of the two. A JSON list of [source_id, batch_id, commit_lsn, commit_idx]; a semicolon
-    in a source id is written as a JSON escape, since Spark's SET ends a value at one.
+    greater of the two. A JSON list of [source_id, batch_id, commit_lsn, commit_idx].
 -#}
 {% macro consumed_mark(consumed, past) %}
     {%- set by_source = {} -%}
@@ -29,24 +28,26 @@
     {%- for source_id in by_source | sort -%}
         {%- do rows.append([source_id] + by_source[source_id]) -%}
     {%- endfor -%}
-    {{ return(consumed_mark_prefix() ~ (rows | tojson | replace(';', '\\u003b'))) }}
+    {{ return(consumed_mark_prefix() ~ (rows | tojson)) }}
 {% endmacro %}
 
 {#-
-    Puts the mark of this run on the session's Delta commits (the merge's, or the full refresh's
-    create), when the run writes and found something past what it consumed; otherwise clears any
-    mark, so that no earlier model's mark can reach this table. The model's post-hooks carry the
-    mark on a commit of its own when the merge wrote nothing (`stamp_unwritten_run`: every change
-    read was a replay), then clear it (`unstamp_consumed_seq`).
+    Puts `mark` (consumed_mark, checked_mark) on the session's Delta commits until the model's
+    post-hook clears it (`unstamp_consumed_seq`), so it rides on the commit that writes the model's
+    rows; with none, clears any mark instead, so that no earlier model's mark can reach the table.
+    Only in a run that writes (writes_this_model). The marks are JSON, where a semicolon can stand
+    only inside a string: it is written as a JSON escape, since Spark's SET ends a value at one.
+    The post-hooks carry the mark on a commit of its own when the merge wrote nothing
+    (`stamp_unwritten_run`).
 -#}
-{% macro stamp_consumed_positions(consumed, past) %}
+{% macro mark_commits(mark) %}
     {%- if writes_this_model() -%}
-        {%- if past.found -%}
-            {%- do run_query(
-                'set spark.databricks.delta.commitInfo.userMetadata = ' ~ consumed_mark(consumed, past.positions)
-            ) -%}
-        {%- else -%}
+        {%- if mark is none -%}
             {%- do run_query(unstamp_consumed_seq()) -%}
+        {%- else -%}
+            {%- do run_query(
+                'set spark.databricks.delta.commitInfo.userMetadata = ' ~ (mark | replace(';', '\\u003b'))
+            ) -%}
         {%- endif -%}
     {%- endif -%}
 {% endmacro %}

@@ -6,8 +6,8 @@
     before the range: every later run would read the range again, a range that only grows while the
     model has nothing to write. A commit of one table property (`wal_lake.consumed_seq`, the run's
     upto) then carries the run's mark instead; likewise for sequin_events' mark
-    (`stamp_consumed_positions`) when every change its run read was a replay, and sequin_violations'
-    (`stamp_checked_batches`) when the batches it checked held no violation. Nothing to do when the table's latest commit already
+    (`consumed_mark`) when every change its run read was a replay, and sequin_violations'
+    (`checked_mark`) when the batches it checked held no violation. Nothing to do when the table's latest commit already
     carries the mark (the merge's own, or an earlier run's with the same upto whose merge was
     skipped), or when no mark is set (not a run that writes).
 -#}
@@ -18,10 +18,10 @@
         {%- if stamp is not none -%}
             {%- set property = ('wal_lake.consumed_seq', stamp.consumed_seq) -%}
         {%- elif mark.startswith(consumed_mark_prefix()) -%}
-            {#- sequin_events' mark (stamp_consumed_positions): the run read only replays. -#}
+            {#- sequin_events' mark (consumed_mark): the run read only replays. -#}
             {%- set property = ('wal_lake.consumed_positions', 'on this commit') -%}
         {%- elif mark.startswith(checked_mark_prefix()) -%}
-            {#- sequin_violations' mark (stamp_checked_batches): the batches held no violation. -#}
+            {#- sequin_violations' mark (checked_mark): the batches held no violation. -#}
             {%- set property = ('wal_lake.checked_batches', 'on this commit') -%}
         {%- else -%}
             {%- set property = none -%}

@@ -44,7 +44,9 @@
 {%- endfor -%}
 {%- set lsn_bounds = checked_lsn_bounds(ref('int_events_consumable'), ranges) -%}
 {%- do skip_merge_when(is_incremental() and not ranges) -%}
-{%- do stamp_checked_batches(through, sequin_table_id(ref('sequin_events')), ranges | length > 0) -%}
+{#- Its mark on its merge's commit (or the full build's); nothing to check: no merge, no mark. -#}
+{%- set mark = checked_mark(through, sequin_table_id(ref('sequin_events'))) -%}
+{%- do mark_commits(mark if ranges or not is_incremental() else none) -%}
 
 with
 

@@ -35,14 +35,14 @@
     so Delta's file statistics on batch_id skip the history) and keep only positions above the
     source's greatest consumed position. Anything at or below it is a replay or a violation: both
     stay out of this table; sequin_violations reports the second kind. What was consumed rides on
-    the table's own Delta commit (`consumed_positions`, `stamp_consumed_positions`): no run reads
+    the table's own Delta commit (`consumed_positions`, `consumed_mark`): no run reads
     the whole log to find it.
 -#}
 {%- set consumed = consumed_positions(this) if is_incremental() else [] -%}
 {%- set past = events_past(ref('int_events_consumable'), consumed) -%}
 {#- Nothing consumable past the consumed batches: nothing to merge, no merge at all (`skip_merge_when`). -#}
 {%- do skip_merge_when(is_incremental() and not past.found) -%}
-{%- do stamp_consumed_positions(consumed, past) -%}
+{%- do mark_commits(consumed_mark(consumed, past.positions) if past.found else none) -%}
 {%- set resolve_identities = past.found and past.identity_lookups -%}
 {#- seq's running sums go per range of 2^seq_range_bits bytes of WAL (16 MiB): transactions' tasks. -#}
 {%- set seq_range_bits = var('wal_lake_seq_range_bits', 24) | int -%}
