@@ -65,6 +65,8 @@ class Bench:
         nodes = result.result.results
         if len(nodes) > 1 and args[0] == "run":
             self.log("  models: " + ", ".join(f"{r.node.name} {r.execution_time:.1f}s" for r in nodes))
+        if args[0] == "build":
+            self.log(f"  {len(nodes)} nodes; the slowest: " + _slowest(nodes))
         return float(sum(r.execution_time for r in nodes))
 
     def count(self, table: str) -> int:
@@ -85,3 +87,12 @@ class Bench:
         from python_jobs.ingest.wal2json import RECORD_SCHEMA
 
         return self.spark.read.text(files).select(F.from_json("value", RECORD_SCHEMA).alias("r"))
+
+
+def _slowest(nodes, n: int = 12) -> str:
+    """The n slowest of a build's nodes, with their seconds, and the seconds of all its data tests."""
+    top = sorted(nodes, key=lambda r: r.execution_time, reverse=True)[:n]
+    tests = [r.execution_time for r in nodes if r.node.resource_type == "test"]
+    return ", ".join(f"{r.node.name} {r.execution_time:.1f}s" for r in top) + (
+        f"; {len(tests)} data tests {sum(tests):.1f}s in all" if tests else ""
+    )

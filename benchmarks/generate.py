@@ -18,7 +18,9 @@ records at the end (a moved row's old key gone, its new key live) and ``Zone.liv
 
 ``holdback`` changes at the end are written as separate files to ``<out>/_increment/<source>/``
 (outside the landing zone: ingestion skips names starting with ``_``); ``release_increment`` moves
-them in, for the incremental-cost runs.
+them in, for the incremental-cost runs. With ``increments`` above 1, as many increments of
+``holdback`` changes each follow, the n-th in ``<out>/_increment_<n>/<source>/`` (released with
+``release_increment(zone, n)``).
 
     python -m benchmarks.generate --out landing/bench --changes 1000000
 """
@@ -80,6 +82,7 @@ class Knobs:
     lines_per_file: int = 100_000
     doc_bytes: int | None = None  # the TOAST-able column's length: 120, or 1200 when wide
     holdback: int = 0
+    increments: int = 1  # increments of ``holdback`` changes each, held back one after the other
     seed: int = 7
     key_move_ratio: float = 0.01
     wide: bool = False
@@ -98,10 +101,11 @@ class Zone:
     knobs: dict
     files: list[str] = field(default_factory=list)
     copies: list[str] = field(default_factory=list)
-    increment_files: list[str] = field(default_factory=list)
+    increment_files: list[str] = field(default_factory=list)  # the first increment's
+    later_increments: list[list[str]] = field(default_factory=list)  # the second's files, ...
     lines: int = 0
-    changes: int = 0  # distinct I/U/D changes, increment included
-    increment_changes: int = 0
+    changes: int = 0  # distinct I/U/D changes, increments included
+    increment_changes: int = 0  # of the first increment (each has as many)
     increment_lines: int = 0
     transactions: int = 0
     inserts: int = 0
@@ -110,8 +114,9 @@ class Zone:
     omitted: int = 0
     key_moves: int = 0  # updates that changed the key (counted in ``updates`` too)
     replayed_lines: int = 0
-    live: int = 0  # live records after all changes (increment included)
+    live: int = 0  # live records after all changes (increments included)
     live_before_increment: int = 0
+    live_after_increments: list[int] = field(default_factory=list)  # after the first, the second, ...
     seconds: float = 0.0
     # (table, id) of every live record at the end; left out of ``_zone.json``.
     live_records: set[tuple[str, int]] = field(default_factory=set, repr=False)
@@ -125,8 +130,8 @@ class Zone:
         return sorted(str(p) for p in self.source_dir.iterdir() if not p.name.startswith((".", "_")))
 
     def history_files(self) -> list[str]:
-        """The history's files and their copies, without the increment (released or not)."""
-        increment = {Path(p).name for p in self.increment_files}
+        """The history's files and their copies, without the increments (released or not)."""
+        increment = {Path(p).name for files in [self.increment_files, *self.later_increments] for p in files}
         return [f for f in self.landed_files() if Path(f).name not in increment]
 
 
@@ -215,7 +220,11 @@ def generate(out: Path, knobs: Knobs, progress: bool = True) -> Zone:
     pad = "x" * max(knobs.doc_bytes - 12, 0)
     wide_full, wide_no_doc = _wide_templates()
     history = knobs.changes
-    total = knobs.changes + knobs.holdback
+    increments = max(knobs.increments, 1) if knobs.holdback else 0
+    # Where each increment starts: its index by the changes written before it.
+    starts = {history + i * knobs.holdback: i for i in range(increments)}
+    total = knobs.changes + increments * knobs.holdback
+    writers: list[_Writer] = []
     writer = _Writer(landing, knobs.lines_per_file, zone, progress)
     lsn = 0x16_0000_0000
     xid = 1000
@@ -224,12 +233,18 @@ def generate(out: Path, knobs: Knobs, progress: bool = True) -> Zone:
     rand, randrange, getrandbits = rng.random, rng.randrange, rng.getrandbits
     move_ratio = knobs.key_move_ratio
     while done < total:
-        # The increment starts in a file of its own.
-        if done == history and knobs.holdback:
+        # Each increment starts in a file of its own.
+        if done in starts:
             writer.flush()
-            zone.live_before_increment = live_count
-            writer = _Writer(out / INCREMENT_DIR / SOURCE_ID, knobs.lines_per_file, zone, progress)
-        n = min(knobs.touches_per_txn, total - done, (history - done) if done < history else total)
+            if writers:
+                zone.live_after_increments.append(live_count)
+            else:
+                zone.live_before_increment = live_count
+            folder = INCREMENT_DIR + (f"_{starts[done] + 1}" if starts[done] else "")
+            writer = _Writer(out / folder / SOURCE_ID, knobs.lines_per_file, zone, progress)
+            writers.append(writer)
+        next_start = min((s for s in starts if s > done), default=total)
+        n = min(knobs.touches_per_txn, next_start - done)
         xid += 1
         micros += 1000
         first = lsn + 1
@@ -308,13 +323,14 @@ def generate(out: Path, knobs: Knobs, progress: bool = True) -> Zone:
         lsn += 48
         boundary = f'{head},"lsn":"{format_lsn(lsn)}","nextlsn":"{format_lsn(lsn + 48)}"}}'
         writer.transaction(first, ['{"action":"B",' + boundary, *body, '{"action":"C",' + boundary])
-        if done >= history:
+        if history <= done < history + knobs.holdback:
             zone.increment_changes += n
         done += n
         zone.transactions += 1
     writer.flush()
-    if knobs.holdback:
-        zone.increment_lines = sum(len(p.read_bytes().splitlines()) for p in writer.written)
+    if writers:
+        zone.live_after_increments.append(live_count)
+        zone.increment_lines = sum(len(p.read_bytes().splitlines()) for p in writers[0].written)
     zone.changes = done
     zone.live = live_count
     zone.live_records = {(tables[t], k) for t in range(knobs.tables) for k, on in enumerate(live[t]) if on}
@@ -322,7 +338,8 @@ def generate(out: Path, knobs: Knobs, progress: bool = True) -> Zone:
         zone.live_before_increment = live_count
     history_files = sorted(p for p in landing.iterdir())
     zone.files = [str(p) for p in history_files]
-    zone.increment_files = [str(p) for p in writer.written] if knobs.holdback else []
+    zone.increment_files = [str(p) for p in writers[0].written] if writers else []
+    zone.later_increments = [[str(p) for p in w.written] for w in writers[1:]]
     # Copies: a deterministic share of the history files, each doubled under a name sorting right after.
     # Their own random stream, so the same files are copied whatever the other knobs drew.
     n_copies = max(1, round(len(history_files) * knobs.replay_ratio)) if knobs.replay_ratio else 0
@@ -339,10 +356,10 @@ def generate(out: Path, knobs: Knobs, progress: bool = True) -> Zone:
     return zone
 
 
-def release_increment(zone: Zone) -> list[str]:
-    """Move the held-back increment files into the landing zone; return their new paths."""
+def release_increment(zone: Zone, n: int = 1) -> list[str]:
+    """Move the n-th held-back increment's files into the landing zone; return their new paths."""
     moved = []
-    for src in zone.increment_files:
+    for src in zone.increment_files if n == 1 else zone.later_increments[n - 2]:
         dest = zone.source_dir / Path(src).name
         shutil.move(src, dest)
         moved.append(str(dest))
@@ -388,7 +405,7 @@ def add_knob_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=d.seed)
 
 
-def knobs_from(args: argparse.Namespace, changes: int, holdback: int = 0) -> Knobs:
+def knobs_from(args: argparse.Namespace, changes: int, holdback: int = 0, increments: int = 1) -> Knobs:
     return Knobs(
         changes=changes,
         tables=args.tables,
@@ -400,6 +417,7 @@ def knobs_from(args: argparse.Namespace, changes: int, holdback: int = 0) -> Kno
         lines_per_file=args.lines_per_file,
         doc_bytes=args.doc_bytes,
         holdback=holdback,
+        increments=increments,
         seed=args.seed,
         key_move_ratio=args.key_move_ratio,
         wide=args.wide,

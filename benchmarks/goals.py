@@ -1,12 +1,15 @@
 """The goals BENCHMARKS.md reports against, and their verdicts from one run's stages.
 
 A goal is ``(what, measured, met)``, appended to the results in the order the report prints them:
-end to end at the main size (a rate, and a multiple of the raw parse), the incremental cost's
-growth from the smallest history to the largest, the mirrors' increment against the state step's,
-each mart against the PySpark peer's step, then the floor. A line whose ``what`` starts with
-``(info)`` is a ratio reported with no goal (always "met"). Three stages are derived here from the
-measured ones: the end to end (ingest + both marts), each history's incremental total and the
-floor's; a goal whose stages did not run (``--skip-peers``, ``--skip-floor``, ...) is left out.
+end to end at the main size (a rate, and a multiple of the raw parse), the incremental cost's growth
+from the smallest history to the largest, the mirrors' increment against the state step's, each mart
+against the PySpark peer's step, then the floor, then what a user schedules (with nothing new, the
+marts' run and the plain build against the floor's increment; the plain build's increment flat in
+history). A line whose ``what`` starts with ``(info)`` is a ratio reported with no goal (always
+"met"). Four stages are derived here from the measured ones: the end to end (ingest + both marts),
+each history's incremental total, the floor's, and each history's scheduled increment (one ingestion
+and one plain build); a goal whose stages did not run (``--skip-peers``, ``--skip-floor``, ...) is
+left out.
 """
 
 from __future__ import annotations
@@ -14,9 +17,11 @@ from __future__ import annotations
 from benchmarks.results import (
     FLOOR_APPEND,
     FLOOR_DBT,
+    MARTS_STAGE,
     MIRROR_STAGE,
     PEER_LOG,
     PEER_STATE,
+    PLAIN_BUILD_STAGE,
     RAW_PARSE,
     STATE_MODELS,
     STATE_STAGE,
@@ -29,6 +34,9 @@ GOAL_E2E_RATE = 50_000  # changes/s end to end at 1M
 GOAL_E2E_VS_PARSE = 2.5
 GOAL_INCREMENTAL_GROWTH = 1.3
 GOAL_MART_VS_PEER = 1.2
+# With nothing new, against the floor's increment: one ingestion and the marts' run; the plain build.
+GOAL_NOTHING_NEW_VS_FLOOR = 0.5
+GOAL_PLAIN_BUILD_VS_FLOOR = 10
 
 # The stages of wal_lake's pipeline up to both marts, after "[<size>] " (and "+<increment> ").
 MART_STAGES = ("ingest", "dbt run sequin_events", STATE_STAGE)
@@ -44,6 +52,7 @@ def evaluate(results: Results, main_tag: str, histories: list[int], increment: i
     _marts_against_peer(results, main_tag)
     _floor(results, main_tag, e2e)
     _floor_increment(results, main_tag, increment, incs)
+    _scheduled(results, main_tag, histories, increment)
     _whole_peer(results, main_tag)
 
 
@@ -195,6 +204,50 @@ def _floor_increment(results: Results, main_tag: str, increment: int, incs: dict
                 f"(info) +{inc} on {main_tag} vs the floor's +{inc}",
                 f"{main_inc.seconds / floor_total:.2f}x ({main_inc.seconds:.1f}s / {floor_total:.1f}s)",
                 True,
+            )
+        )
+
+
+def _scheduled(results: Results, main_tag: str, histories: list[int], increment: int) -> None:
+    """What a user schedules. With nothing new at the main size: one ingestion and one dbt run of
+    the marts, then the plain build, each against the floor's increment. Each history's second
+    increment as one ingestion and one plain build (a stage), flat from the smallest history to the
+    largest."""
+    inc = short(increment)
+    floor_total = results.stage(f"[floor] +{inc} total")
+    for what, bar in (
+        (MARTS_STAGE, GOAL_NOTHING_NEW_VS_FLOOR),
+        (PLAIN_BUILD_STAGE, GOAL_PLAIN_BUILD_VS_FLOOR),
+    ):
+        idle = results.stage(f"[{main_tag}] nothing new: {what}")
+        if idle and floor_total:
+            ratio = idle.seconds / floor_total.seconds
+            results.goals.append(
+                (
+                    f"nothing new: {what} on {main_tag} <= {bar}x the floor's +{inc}",
+                    f"{ratio:.2f}x ({idle.seconds:.1f}s / {floor_total.seconds:.1f}s)",
+                    ratio <= bar,
+                )
+            )
+    totals = {}
+    for h in histories:
+        parts = [results.stage(f"[{short(h)}] +{inc} then {x}") for x in ("ingest", PLAIN_BUILD_STAGE)]
+        if all(parts):
+            total = Stage(
+                f"[{short(h)}] +{inc} then ingest + plain build", sum(p.seconds for p in parts), increment
+            )
+            total.peak_mb = max(p.peak_mb for p in parts)
+            results.stages.append(total)
+            totals[h] = total
+    if len(totals) >= 2:
+        small, large = totals[min(totals)], totals[max(totals)]
+        ratio = large.seconds / small.seconds
+        results.goals.append(
+            (
+                f"ingest + plain build's +{inc} on {short(max(totals))} "
+                f"<= {GOAL_INCREMENTAL_GROWTH}x on {short(min(totals))}",
+                f"{ratio:.2f}x ({large.seconds:.1f}s / {small.seconds:.1f}s)",
+                ratio <= GOAL_INCREMENTAL_GROWTH,
             )
         )
 

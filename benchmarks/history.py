@@ -4,8 +4,15 @@ Each history runs in schemas of its own (``bench_<size>_raw``, ``bench_<size>``)
 job, ``dbt run -s sequin_events``, the state step (``source_records`` and ``consumer_records`` in
 one dbt run) and, unless ``--skip-mirrors``, the typed mirrors; the seed and the staging and
 intermediate views are a one-off outside the timed runs. Then the increment is released into the
-landing zone and each stage runs again. Checks: the marts hold as many rows as the zone says, before
-and after the increment, and every mirror holds its table's live records.
+landing zone and each stage runs again.
+
+Then what a user schedules (``_scheduled``): the plain build the README names (``dbt build
+--exclude-resource-type unit_test``: every seed and model, the snapshot, every data test) once to
+build the rest; with nothing new to land, one ingestion and one ``dbt run`` of the marts, then the
+plain build again; then a second increment, as one ingestion and one plain build.
+
+Checks: the marts hold as many rows as the zone says, before and after each increment, and every
+mirror holds its table's live records.
 """
 
 from __future__ import annotations
@@ -14,7 +21,17 @@ import os
 
 from benchmarks import generate as gen
 from benchmarks.bench import Bench
-from benchmarks.results import MIRROR_MODELS, MIRROR_STAGE, STATE_MODELS, STATE_STAGE, short
+from benchmarks.results import (
+    MARTS,
+    MARTS_STAGE,
+    MIRROR_MODELS,
+    MIRROR_STAGE,
+    PLAIN_BUILD,
+    PLAIN_BUILD_STAGE,
+    STATE_MODELS,
+    STATE_STAGE,
+    short,
+)
 
 
 def history_stages(bench: Bench, zone: gen.Zone, history: int) -> list[str]:
@@ -28,7 +45,10 @@ def history_stages(bench: Bench, zone: gen.Zone, history: int) -> list[str]:
     _on_history(bench, zone, history, raw, schema)
     if not zone.increment_files:
         return []
-    return _on_increment(bench, zone, history, raw, schema)
+    released = _on_increment(bench, zone, history, raw, schema)
+    if zone.later_increments:
+        _scheduled(bench, zone, history, raw, schema)
+    return released
 
 
 def _land(bench: Bench, zone: gen.Zone, raw: str) -> None:
@@ -96,15 +116,37 @@ def _on_increment(bench: Bench, zone: gen.Zone, history: int, raw: str, schema: 
             lambda: bench.dbt("run", "-s", *MIRROR_MODELS),
         )
         check_mirrors(bench, schema, tag)
-    seq_rows = bench.count(f"{schema}.sequin_events")
-    live = bench.count(f"{schema}.consumer_records")
-    bench.check(f"[{tag}] +increment sequin_events rows", seq_rows == history + inc, f"{seq_rows:,}")
-    bench.check(
-        f"[{tag}] +increment consumer_records rows",
-        live == zone.live,
-        f"{live:,}, expected {zone.live:,}",
-    )
+    _check_marts(bench, schema, f"[{tag}] +increment", history + inc, zone.live_after_increments[0])
     return released
+
+
+def _scheduled(bench: Bench, zone: gen.Zone, history: int, raw: str, schema: str) -> None:
+    """The plain build once (the rest of the models, the snapshot and the tests, built on the whole
+    history: untimed for the goals); with nothing new, the marts' run and the plain build; then the
+    second increment as one ingestion and one plain build."""
+    tag, inc = short(history), zone.increment_changes
+    bench.measure(f"[{tag}] first {PLAIN_BUILD_STAGE}", 0, lambda: bench.dbt(*PLAIN_BUILD))
+    bench.measure(
+        f"[{tag}] nothing new: {MARTS_STAGE}",
+        0,
+        lambda: (_land(bench, zone, raw), bench.dbt("run", "-s", *MARTS))[1],
+    )
+    bench.measure(f"[{tag}] nothing new: {PLAIN_BUILD_STAGE}", 0, lambda: bench.dbt(*PLAIN_BUILD))
+    released = gen.release_increment(zone, 2)
+    bench.log(f"[{tag}] second increment: {inc:,} changes in {len(released)} new file(s)")
+    bench.measure(f"[{tag}] +{short(inc)} then ingest", inc, lambda: _land(bench, zone, raw))
+    bench.measure(f"[{tag}] +{short(inc)} then {PLAIN_BUILD_STAGE}", inc, lambda: bench.dbt(*PLAIN_BUILD))
+    _check_marts(
+        bench, schema, f"[{tag}] +second increment", history + 2 * inc, zone.live_after_increments[1]
+    )
+
+
+def _check_marts(bench: Bench, schema: str, what: str, changes: int, live: int) -> None:
+    """sequin_events holds every change landed so far, consumer_records every live record."""
+    seq_rows = bench.count(f"{schema}.sequin_events")
+    records = bench.count(f"{schema}.consumer_records")
+    bench.check(f"{what} sequin_events rows", seq_rows == changes, f"{seq_rows:,}, expected {changes:,}")
+    bench.check(f"{what} consumer_records rows", records == live, f"{records:,}, expected {live:,}")
 
 
 def check_mirrors(bench: Bench, schema: str, tag: str) -> None:

@@ -20,6 +20,13 @@ STATE_STAGE = "dbt run " + " ".join(STATE_MODELS)
 # python_jobs.mirrors before the first run).
 MIRROR_MODELS = ("column_registry", "tag:mirror", "mirror_tables", "mirror_rejects")
 MIRROR_STAGE = "dbt run mirrors"
+# What a user schedules: one ingestion, then one dbt invocation. The marts alone (sequin_events and
+# the state step, one `dbt run`), or the plain build the README names for a scheduled run: every
+# seed, model, the snapshot and every data test; the unit tests belong in CI.
+MARTS = ("sequin_events", *STATE_MODELS)
+MARTS_STAGE = "ingest + one dbt run of the marts"
+PLAIN_BUILD = ("build", "--exclude-resource-type", "unit_test")
+PLAIN_BUILD_STAGE = "dbt build --exclude-resource-type unit_test"
 # The stack's floor (benchmarks/floor_project): a parse and Delta append of the same files, then the
 # two trivial incremental models in one dbt run.
 FLOOR_APPEND = "parse + Delta append"

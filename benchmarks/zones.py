@@ -2,7 +2,7 @@
 
 Each history's zone (benchmarks/generate.py) is generated into the scratch directory with the same
 knobs (``--wide``, ``--key-move-ratio``, ...), the held-back increment ``--increment`` changes on
-top. What each zone holds is recorded in the results (``generated``, by size) for the report and
+top, twice. What each zone holds is recorded in the results (``generated``, by size) for the report and
 the checks, and the knobs are described in words (``variant``) for the report's header.
 """
 
@@ -36,8 +36,9 @@ def generate_zones(bench: Bench, histories: list[int]) -> dict[int, gen.Zone]:
     args, results = bench.args, bench.results
     zones = {}
     for h in histories:
-        knobs = gen.knobs_from(args, h, holdback=args.increment)
-        bench.log(f"generating {short(h)} + {short(args.increment)} changes")
+        # Two increments: the first measured stage by stage, the second as a user schedules it.
+        knobs = gen.knobs_from(args, h, holdback=args.increment, increments=2)
+        bench.log(f"generating {short(h)} + 2 x {short(args.increment)} changes")
         zone = gen.generate(bench.scratch / f"zone_{short(h)}", knobs, progress=h >= 1_000_000)
         bench.log(
             f"generated {zone.changes:,} changes, {zone.lines:,} lines, {len(zone.files)} files + "
@@ -53,11 +54,14 @@ def generate_zones(bench: Bench, histories: list[int]) -> dict[int, gen.Zone]:
 
 
 def zone_figures(zone: gen.Zone) -> dict:
-    """What the zone holds: its counts, files, copies, and bytes (landed files and the increment)."""
+    """What the zone holds: its counts, files, copies, and bytes (landed files and the increments)."""
     return {k: getattr(zone, k) for k in ZONE_COUNTS} | {
         "files": len(zone.files),
         "copies": len(zone.copies),
-        "bytes": sum(Path(p).stat().st_size for p in zone.landed_files() + zone.increment_files),
+        "bytes": sum(
+            Path(p).stat().st_size
+            for p in zone.landed_files() + zone.increment_files + sum(zone.later_increments, [])
+        ),
     }
 
 

@@ -1,6 +1,6 @@
 """The benchmark's expected counts cannot drift from the lines it writes: a plain Python replay of a
 small generated zone (key moves, deletes, TOAST-omitted columns, replayed files, the held-back
-increment) finds exactly the live records ``Zone`` promises. No Spark: the row-count checks of
+increments) finds exactly the live records ``Zone`` promises. No Spark: the row-count checks of
 ``python -m benchmarks.run`` compare wal_lake and its peers against these same counts."""
 
 from __future__ import annotations
@@ -74,20 +74,30 @@ class Replay:
         self.state[new_key] = {**self.state.pop(old_key), **values}
 
 
-@pytest.mark.parametrize("wide", [False, True], ids=["narrow", "wide"])
-def test_zone_live_matches_a_replay_of_its_lines(tmp_path, wide):
-    zone = gen.generate(tmp_path / "zone", gen.Knobs(**{**KNOBS.__dict__, "wide": wide}), progress=False)
+@pytest.mark.parametrize(
+    ("wide", "increments"), [(False, 1), (True, 1), (False, 2)], ids=["narrow", "wide", "two-increments"]
+)
+def test_zone_live_matches_a_replay_of_its_lines(tmp_path, wide, increments):
+    knobs = gen.Knobs(**{**KNOBS.__dict__, "wide": wide, "increments": increments})
+    zone = gen.generate(tmp_path / "zone", knobs, progress=False)
     assert zone.copies and zone.deletes and zone.omitted
     assert zone.key_moves >= 20, "the zone is meant to exercise key moves"
+    assert zone.increment_changes == KNOBS.holdback
+    assert len(zone.later_increments) == increments - 1
 
     replay = Replay()
     replay.apply_files(zone.history_files())
-    assert len(replay.seen) == zone.changes - zone.increment_changes
+    assert len(replay.seen) == zone.changes - increments * zone.increment_changes
     assert len(replay.state) == zone.live_before_increment
 
-    gen.release_increment(zone)
-    replay.apply_files(zone.landed_files())
-    assert len(replay.seen) == zone.changes
+    # Each increment lands after the one before it (its files sort after theirs), changes of its own.
+    for n in range(1, increments + 1):
+        released = gen.release_increment(zone, n)
+        assert sorted(zone.landed_files())[-len(released) :] == sorted(released)
+        replay.apply_files(zone.landed_files())
+        assert len(replay.seen) == zone.changes - (increments - n) * zone.increment_changes
+        assert len(replay.state) == zone.live_after_increments[n - 1]
+        assert set(zone.history_files()).isdisjoint(released)
     assert replay.moves == zone.key_moves
     assert replay.moves_without_doc, "a move that leaves the TOASTed column out carries it from the old key"
     assert set(replay.state) == zone.live_records

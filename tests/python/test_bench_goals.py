@@ -10,6 +10,7 @@ from benchmarks.report import report, summary
 from benchmarks.results import Results, Stage
 
 STATE = "dbt run source_records consumer_records"
+BUILD = "dbt build --exclude-resource-type unit_test"
 
 
 def timed(**seconds_by_name: float) -> Results:
@@ -41,6 +42,12 @@ def full_run() -> Results:
             "[floor] +10k dbt run floor_log floor_state": 1.0,
             "peer PySpark: log (parse, dedup, seq)": 5.0,
             "peer PySpark: state (flatten)": 10.0,
+            "[1M] nothing new: ingest + one dbt run of the marts": 0.5,
+            f"[1M] nothing new: {BUILD}": 30.0,
+            "[100k] +10k then ingest": 1.0,
+            f"[100k] +10k then {BUILD}": 9.0,
+            "[1M] +10k then ingest": 2.0,
+            f"[1M] +10k then {BUILD}": 10.0,
         }
     )
 
@@ -68,20 +75,29 @@ def test_each_goal_gets_its_figure_and_verdict_from_the_stages():
     )
     assert goals["(info) +10k on 1M vs the floor's +10k"] == ("4.00x (8.0s / 2.0s)", True)
     assert goals["(info) wal_lake end to end vs whole peer PySpark job"] == ("1.07x", True)
+    # What a user schedules: with nothing new against the floor's +10k; the plain build's +10k flat.
+    assert goals["nothing new: ingest + one dbt run of the marts on 1M <= 0.5x the floor's +10k"] == (
+        "0.25x (0.5s / 2.0s)",
+        True,
+    )
+    assert goals[f"nothing new: {BUILD} on 1M <= 10x the floor's +10k"] == ("15.00x (30.0s / 2.0s)", False)
+    assert goals["ingest + plain build's +10k on 1M <= 1.3x on 100k"] == ("1.20x (12.0s / 10.0s)", True)
 
-    derived = {s.name: s.seconds for s in results.stages[-4:]}
+    derived = {s.name: s.seconds for s in results.stages[-6:]}
     assert derived == {
         "[1M] end to end (ingest + both marts)": 16.0,
         "[100k] +10k incremental total": 6.0,
         "[1M] +10k incremental total": 8.0,
         "[floor] +10k total": 2.0,
+        "[100k] +10k then ingest + plain build": 10.0,
+        "[1M] +10k then ingest + plain build": 12.0,
     }
 
     text = report(results, parse_seconds=8.0)
     assert "NOT MET  incremental +10k on 1M <= 1.3x on 100k" in text
     assert "MET      end to end >= 50,000 changes/s at 1M" in text
     assert summary(results, wide=False, seconds=60).strip() == (
-        "bench: 1M changes (narrow), 6 goals, 4 met, 0 checks failed, 60s in all"
+        "bench: 1M changes (narrow), 9 goals, 6 met, 0 checks failed, 60s in all"
     )
 
 
