@@ -106,7 +106,7 @@ class Zone:
     lines: int = 0
     changes: int = 0  # distinct I/U/D changes, increments included
     increment_changes: int = 0  # of the first increment (each has as many)
-    increment_lines: int = 0
+    held_back_lines: int = 0  # the lines of every increment
     transactions: int = 0
     inserts: int = 0
     updates: int = 0
@@ -330,7 +330,7 @@ def generate(out: Path, knobs: Knobs, progress: bool = True) -> Zone:
     writer.flush()
     if writers:
         zone.live_after_increments.append(live_count)
-        zone.increment_lines = sum(len(p.read_bytes().splitlines()) for p in writers[0].written)
+        zone.held_back_lines = sum(len(p.read_bytes().splitlines()) for w in writers for p in w.written)
     zone.changes = done
     zone.live = live_count
     zone.live_records = {(tables[t], k) for t in range(knobs.tables) for k, on in enumerate(live[t]) if on}

@@ -85,6 +85,9 @@ def test_zone_live_matches_a_replay_of_its_lines(tmp_path, wide, increments):
     assert zone.increment_changes == KNOBS.holdback
     assert len(zone.later_increments) == increments - 1
 
+    history_lines = sum(len(Path(p).read_text().splitlines()) for p in zone.history_files())
+    assert history_lines == zone.lines - zone.held_back_lines  # what the raw parse must count
+
     replay = Replay()
     replay.apply_files(zone.history_files())
     assert len(replay.seen) == zone.changes - increments * zone.increment_changes
