@@ -222,20 +222,6 @@ def test_full_refresh_equals_incremental_runs(spark, dbt, schemas, built):
 def test_data_tests_catch_the_violation_and_pass_otherwise(built):
     failed = {name for name, status in built["data"].items() if status in ("fail", "error")}
     assert failed == {"is_empty_sequin_violations_"}
-    # A model's not-null columns are one test (not_null_columns), which passed here.
-    assert built["data"]["not_null_sequin_events"] == "pass"
-
-
-def test_not_null_columns_fails_for_each_row_with_a_null_and_names_its_columns(spark, dbt, schemas, built):
-    set_consumers(spark, [("all_tables", "*.*"), ("nameless", None), (None, None)])
-    try:
-        result = dbt("test", "-s", "not_null_consumers", expect_success=False)
-        (test,) = result.result.results
-        assert (test.status, test.failures) == ("fail", 2)
-        failing = rows(spark, f"select null_columns from ({test.node.compiled_code}) order by 1")
-        assert failing == [("consumer_name, table_pattern",), ("table_pattern",)]
-    finally:
-        set_consumers(spark, [("all_tables", "*.*")])
 
 
 # The scenarios below each start from empty raw tables of their own; they run after the module's
