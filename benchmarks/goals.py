@@ -96,27 +96,36 @@ def _end_to_end(results: Results, main_tag: str) -> Stage | None:
 def _incremental(results: Results, histories: list[int], increment: int) -> dict[int, Stage]:
     """Each history's incremental total (a stage), by history; the growth goal from the smallest to
     the largest."""
+    return _flat_in_history(results, histories, increment, MART_STAGES, "incremental total", "incremental")
+
+
+def _flat_in_history(
+    results: Results, histories: list[int], increment: int, parts: tuple[str, ...], total: str, what: str
+) -> dict[int, Stage]:
+    """Per history, the sum of its increment's ``parts`` (stage names after "[<size>] +<increment> ")
+    as a stage named by ``total``; then the goal that ``what`` on the largest history costs at most
+    GOAL_INCREMENTAL_GROWTH times what it costs on the smallest. Returns the totals by history."""
     inc = short(increment)
-    incs = {}
+    totals = {}
     for h in histories:
-        parts = [results.stage(f"[{short(h)}] +{inc} {x}") for x in MART_STAGES]
-        if all(parts):
-            total = Stage(f"[{short(h)}] +{inc} incremental total", sum(p.seconds for p in parts), increment)
-            total.peak_mb = max(p.peak_mb for p in parts)
-            results.stages.append(total)
-            incs[h] = total
-    if len(incs) >= 2:
-        small, large = incs[min(incs)], incs[max(incs)]
+        stages = [results.stage(f"[{short(h)}] +{inc} {x}") for x in parts]
+        if all(stages):
+            stage = Stage(f"[{short(h)}] +{inc} {total}", sum(p.seconds for p in stages), increment)
+            stage.peak_mb = max(p.peak_mb for p in stages)
+            results.stages.append(stage)
+            totals[h] = stage
+    if len(totals) >= 2:
+        small, large = totals[min(totals)], totals[max(totals)]
         ratio = large.seconds / small.seconds
         results.goals.append(
             (
-                f"incremental +{inc} on {short(max(incs))} "
-                f"<= {GOAL_INCREMENTAL_GROWTH}x on {short(min(incs))}",
+                f"{what} +{inc} on {short(max(totals))} "
+                f"<= {GOAL_INCREMENTAL_GROWTH}x on {short(min(totals))}",
                 f"{ratio:.2f}x ({large.seconds:.1f}s / {small.seconds:.1f}s)",
                 ratio <= GOAL_INCREMENTAL_GROWTH,
             )
         )
-    return incs
+    return totals
 
 
 def _mirrors(results: Results, histories: list[int], increment: int) -> None:
@@ -229,27 +238,14 @@ def _scheduled(results: Results, main_tag: str, histories: list[int], increment:
                     ratio <= bar,
                 )
             )
-    totals = {}
-    for h in histories:
-        parts = [results.stage(f"[{short(h)}] +{inc} then {x}") for x in ("ingest", PLAIN_BUILD_STAGE)]
-        if all(parts):
-            total = Stage(
-                f"[{short(h)}] +{inc} then ingest + plain build", sum(p.seconds for p in parts), increment
-            )
-            total.peak_mb = max(p.peak_mb for p in parts)
-            results.stages.append(total)
-            totals[h] = total
-    if len(totals) >= 2:
-        small, large = totals[min(totals)], totals[max(totals)]
-        ratio = large.seconds / small.seconds
-        results.goals.append(
-            (
-                f"ingest + plain build's +{inc} on {short(max(totals))} "
-                f"<= {GOAL_INCREMENTAL_GROWTH}x on {short(min(totals))}",
-                f"{ratio:.2f}x ({large.seconds:.1f}s / {small.seconds:.1f}s)",
-                ratio <= GOAL_INCREMENTAL_GROWTH,
-            )
-        )
+    _flat_in_history(
+        results,
+        histories,
+        increment,
+        ("then ingest", f"then {PLAIN_BUILD_STAGE}"),
+        "then ingest + plain build",
+        "ingest + plain build's",
+    )
 
 
 def _whole_peer(results: Results, main_tag: str) -> None:
