@@ -101,8 +101,7 @@ class Zone:
     knobs: dict
     files: list[str] = field(default_factory=list)
     copies: list[str] = field(default_factory=list)
-    increment_files: list[str] = field(default_factory=list)  # the first increment's
-    later_increments: list[list[str]] = field(default_factory=list)  # the second's files, ...
+    increments: list[list[str]] = field(default_factory=list)  # each held-back increment's files
     lines: int = 0
     changes: int = 0  # distinct I/U/D changes, increments included
     increment_changes: int = 0  # of the first increment (each has as many)
@@ -129,9 +128,14 @@ class Zone:
         """Every file of the landing zone right now (copies included), sorted."""
         return sorted(str(p) for p in self.source_dir.iterdir() if not p.name.startswith((".", "_")))
 
+    @property
+    def increment_files(self) -> list[str]:
+        """The first increment's files (none when nothing was held back)."""
+        return self.increments[0] if self.increments else []
+
     def history_files(self) -> list[str]:
         """The history's files and their copies, without the increments (released or not)."""
-        increment = {Path(p).name for files in [self.increment_files, *self.later_increments] for p in files}
+        increment = {Path(p).name for files in self.increments for p in files}
         return [f for f in self.landed_files() if Path(f).name not in increment]
 
 
@@ -338,8 +342,7 @@ def generate(out: Path, knobs: Knobs, progress: bool = True) -> Zone:
         zone.live_before_increment = live_count
     history_files = sorted(p for p in landing.iterdir())
     zone.files = [str(p) for p in history_files]
-    zone.increment_files = [str(p) for p in writers[0].written] if writers else []
-    zone.later_increments = [[str(p) for p in w.written] for w in writers[1:]]
+    zone.increments = [[str(p) for p in w.written] for w in writers]
     # Copies: a deterministic share of the history files, each doubled under a name sorting right after.
     # Their own random stream, so the same files are copied whatever the other knobs drew.
     n_copies = max(1, round(len(history_files) * knobs.replay_ratio)) if knobs.replay_ratio else 0
@@ -359,7 +362,7 @@ def generate(out: Path, knobs: Knobs, progress: bool = True) -> Zone:
 def release_increment(zone: Zone, n: int = 1) -> list[str]:
     """Move the n-th held-back increment's files into the landing zone; return their new paths."""
     moved = []
-    for src in zone.increment_files if n == 1 else zone.later_increments[n - 2]:
+    for src in zone.increments[n - 1]:
         dest = zone.source_dir / Path(src).name
         shutil.move(src, dest)
         moved.append(str(dest))

@@ -46,7 +46,7 @@ def history_stages(bench: Bench, zone: gen.Zone, history: int) -> list[str]:
     if not zone.increment_files:
         return []
     released = _on_increment(bench, zone, history, raw, schema)
-    if zone.later_increments:
+    if len(zone.increments) > 1:
         _scheduled(bench, zone, history, raw, schema)
     return released
 

@@ -58,10 +58,7 @@ def zone_figures(zone: gen.Zone) -> dict:
     return {k: getattr(zone, k) for k in ZONE_COUNTS} | {
         "files": len(zone.files),
         "copies": len(zone.copies),
-        "bytes": sum(
-            Path(p).stat().st_size
-            for p in zone.landed_files() + zone.increment_files + sum(zone.later_increments, [])
-        ),
+        "bytes": sum(Path(p).stat().st_size for p in zone.landed_files() + sum(zone.increments, [])),
     }
 
 
