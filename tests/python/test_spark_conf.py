@@ -1,7 +1,10 @@
-"""The local target's Spark keeps the code it generates for far more than Spark's default 100 stages
-(``spark.sql.codegen.cache.maxEntries`` in profiles.yml): a follower cycle or a models' increment
-uses about 600 classes, and with the default each was generated, compiled and JIT-compiled again on
-every run (docs/operations.md, "What matters at scale")."""
+"""Settings of the local target's Spark (profiles.yml) that the jobs' speed rests on.
+
+It keeps the code it generates for far more than Spark's default 100 stages
+(``spark.sql.codegen.cache.maxEntries``): a follower cycle or a models' increment uses about 600
+classes, and with the default each was generated, compiled and JIT-compiled again on every run
+(docs/operations.md, "What matters at scale"). PySpark does not record the Python call site of each
+DataFrame function (``spark.python.sql.dataFrameDebugging.enabled``)."""
 
 from __future__ import annotations
 
@@ -25,3 +28,17 @@ def test_a_stage_run_again_after_120_others_is_not_compiled_again(spark):
     assert others - before >= STAGES, "the stages did not compile a class each: the test would prove nothing"
     run_stage(spark, 1_000_000)
     assert classes_compiled(spark) == others, "the first stage compiled again: the cache holds too few"
+
+
+def test_pyspark_does_not_record_a_call_site_for_every_function(spark):
+    """PySpark asks the JVM 3-4 times per DataFrame function for the Python call site it records for
+    error messages, unless ``spark.python.sql.dataFrameDebugging.enabled`` is off (profiles.yml): two
+    thirds of the round trips that build an ingestion batch's transform."""
+    from pyspark.errors import utils
+
+    saved = utils._enable_debugging_cache
+    utils._enable_debugging_cache = None  # PySpark reads the setting once per process
+    try:
+        assert utils.is_debugging_enabled() is False
+    finally:
+        utils._enable_debugging_cache = saved
