@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
@@ -108,9 +109,6 @@ PENDING_SCHEMA = StructType(
 class ChangeSet:
     """The outcome of one format transform over a batch of lines.
 
-    ``control`` holds the lines that are transaction boundaries (the job counts them from
-    ``outcomes``; the frame is there for tests and tools).
-
     ``shared`` is the one intermediate DataFrame (classified lines; for wal2json without the lines'
     text) that the others derive from. The job persists it for the batch, so the classification runs
     once although the batch's outputs are written and counted by several actions.
@@ -120,12 +118,16 @@ class ChangeSet:
 
     ``outcomes`` is every line with its ``kind`` (``landing_file``, ``landing_line``, ``kind``,
     ``commit_lsn``: an event's, as written; ``source_table``: a Debezium event's table, else null):
-    what the job counts. ``events`` are the lines of kind
-    event, less ``late_rejects`` when the transform gives them: lines that land by their framing but
-    whose content turned out unusable once parsed in full. ``rejects`` holds every reject
-    (``early_rejects``, known from ``outcomes``, and the late). The job writes the events, counts
-    what was written, and computes ``late_rejects`` only when fewer events were written than
-    ``outcomes`` has lines of kind event.
+    what the job counts. ``events`` are the lines of kind event, less ``late_rejects`` when the
+    transform gives them: lines that land by their framing but whose content turned out unusable
+    once parsed in full. ``rejects`` holds every reject (``early_rejects``, known from ``outcomes``,
+    and the late). The job writes the events, counts what was written, and computes
+    ``late_rejects`` only when fewer events were written than ``outcomes`` has lines of kind event.
+    ``pending`` and ``control`` hold the lines of those kinds (the job counts them from
+    ``outcomes``; the frames are there for tests and tools).
+
+    The frames of rejects, pending and control lines are built when first asked for: a batch that
+    rejects nothing never builds them, and building a frame costs round trips to the JVM.
 
     ``rebuild`` is given when ``shared`` reads a table that the batch writes (Debezium's lookups of
     landed events in wal_events): the same ChangeSet built on another copy of ``shared``. A cache
@@ -135,15 +137,33 @@ class ChangeSet:
     """
 
     events: DataFrame
-    rejects: DataFrame
-    pending: DataFrame
-    control: DataFrame | None = None
-    shared: DataFrame | None = None
+    shared: DataFrame
+    outcomes: DataFrame
+    build_early_rejects: Callable[[], DataFrame]
+    build_late_rejects: Callable[[], DataFrame] | None = None
     upstream: tuple[DataFrame, ...] = ()
-    outcomes: DataFrame | None = None
-    early_rejects: DataFrame | None = None
-    late_rejects: DataFrame | None = None
     rebuild: Callable[[DataFrame], ChangeSet] | None = None
+
+    @cached_property
+    def early_rejects(self) -> DataFrame:
+        return conform(self.build_early_rejects(), REJECTS_SCHEMA)
+
+    @cached_property
+    def late_rejects(self) -> DataFrame | None:
+        return None if self.build_late_rejects is None else conform(self.build_late_rejects(), REJECTS_SCHEMA)
+
+    @property
+    def rejects(self) -> DataFrame:
+        late = self.late_rejects
+        return self.early_rejects if late is None else self.early_rejects.unionByName(late)
+
+    @property
+    def pending(self) -> DataFrame:
+        return conform(self.shared.where(F.col("kind") == KIND_PENDING), PENDING_SCHEMA)
+
+    @property
+    def control(self) -> DataFrame:
+        return conform(self.shared.where(F.col("kind") == KIND_CONTROL), PENDING_SCHEMA)
 
 
 # Columns of EVENTS_SCHEMA that only some formats fill; a transform that does not name one gives nulls.
@@ -171,28 +191,25 @@ def split_classified(
     shared: DataFrame,
     events: DataFrame,
     upstream: tuple[DataFrame, ...] = (),
-    late_rejects: DataFrame | None = None,
-    early_rejects: DataFrame | None = None,
+    late_rejects: Callable[[], DataFrame] | None = None,
+    early_rejects: Callable[[], DataFrame] | None = None,
     table: Column | None = None,
 ) -> ChangeSet:
     """A format's classified lines (with ``kind`` and ``reason``) and the events it built from them ->
     ChangeSet. Rejects, pending and control lines are split off alike whatever the format; the
-    rejects from ``shared``'s ``line`` unless the format gives ``early_rejects`` of its own.
+    rejects from ``shared``'s ``line`` unless the format builds ``early_rejects`` of its own
+    (``late_rejects`` and ``early_rejects`` are called only when the job needs them).
     ``table``, when the format gives it, names each line's table in ``outcomes`` (``source_table``)
     for the job's check of a landing zone's layout (``accounting.check_wal_order``)."""
-    if early_rejects is None:
-        early_rejects = shared.where(F.col("kind") == KIND_REJECT).select(
+
+    def from_shared() -> DataFrame:
+        return shared.where(F.col("kind") == KIND_REJECT).select(
             "source_id", "landing_file", "landing_line", F.col("line").alias("raw_line"), "reason"
         )
-    early = conform(early_rejects, REJECTS_SCHEMA)
-    late = conform(late_rejects, REJECTS_SCHEMA) if late_rejects is not None else None
+
     return ChangeSet(
         events=conform(events, EVENTS_SCHEMA),
-        rejects=early if late is None else early.unionByName(late),
-        pending=conform(shared.where(F.col("kind") == KIND_PENDING), PENDING_SCHEMA),
-        control=conform(shared.where(F.col("kind") == KIND_CONTROL), PENDING_SCHEMA),
         shared=shared,
-        upstream=upstream,
         outcomes=shared.select(
             "source_id",
             "landing_file",
@@ -201,8 +218,9 @@ def split_classified(
             F.col("commit_lsn").cast(LongType()),
             (F.lit(None) if table is None else table).cast(StringType()).alias("source_table"),
         ),
-        early_rejects=early,
-        late_rejects=late,
+        build_early_rejects=early_rejects or from_shared,
+        build_late_rejects=late_rejects,
+        upstream=upstream,
     )
 
 

@@ -206,17 +206,20 @@ def transform(lines: DataFrame) -> ChangeSet:
     )
     parsed = parse(_with_text(lines, landing))
     events = _events(parsed.where(F.col("line_error").isNull()))
-    late_rejects = parsed.where(F.col("line_error").isNotNull()).select(
-        "source_id",
-        "landing_file",
-        "landing_line",
-        F.col("line").alias("raw_line"),
-        F.col("line_error").alias("reason"),
-    )
+
+    def late_rejects() -> DataFrame:
+        return parsed.where(F.col("line_error").isNotNull()).select(
+            "source_id",
+            "landing_file",
+            "landing_line",
+            F.col("line").alias("raw_line"),
+            F.col("line_error").alias("reason"),
+        )
+
     return split_classified(
         classified,
         events,
         upstream=(numbered,),
         late_rejects=late_rejects,
-        early_rejects=_early_rejects(lines, classified),
+        early_rejects=lambda: _early_rejects(lines, classified),
     )
