@@ -73,16 +73,24 @@ def _events(parsed: DataFrame) -> DataFrame:
     code = F.col("code")
     standalone = F.col("non_tx_message")
     values_src = F.when(code == CODE_DELETE, r["identity"]).otherwise(r["columns"])
-    record = values_map(values_src)
     pk_names = column_names(r["pk"])
-    identity = values_map(r["identity"])
+    keyed = has_key(r["pk"])
+    # The record's and the identity's maps, then the keys read from them, are each built once, in
+    # a projection of their own: Spark does not share an expression between the branches of a
+    # `when`, and each is read by several of the event's columns (a map built three times a row).
+    record, identity = F.col("_record"), F.col("_identity")
+    old_key, new_key = F.col("_old_key"), F.col("_new_key")
+    with_maps = parsed.select(
+        "*", values_map(values_src).alias("_record"), values_map(r["identity"]).alias("_identity")
+    ).select(
+        "*",
+        F.when(keyed, key_text(r["pk"], identity)).alias("_old_key"),
+        F.when(keyed, key_text(r["pk"], record)).alias("_new_key"),
+    )
     no_names = F.array().cast(ArrayType(StringType()))
     identity_has_non_key = (
         F.size(F.array_except(column_names(r["identity"]), F.coalesce(pk_names, no_names))) > 0
     )
-    keyed = has_key(r["pk"])
-    old_key = F.when(keyed, key_text(r["pk"], identity))
-    new_key = F.when(keyed, key_text(r["pk"], record))
     # REPLICA IDENTITY USING INDEX on other columns: the old key is not in the change.
     unresolved = keyed & code.isin(CODE_UPDATE, CODE_DELETE) & r["identity"].isNotNull() & old_key.isNull()
     message = F.map_from_arrays(
@@ -94,7 +102,7 @@ def _events(parsed: DataFrame) -> DataFrame:
     action = F.when(code == CODE_INSERT, F.lit(ACTION_INSERT))
     for wal_code, name in list(ACTIONS.items())[1:]:
         action = action.when(code == wal_code, F.lit(name))
-    return parsed.select(
+    return with_maps.select(
         "source_id",
         # A non-transactional message's own position, (its lsn, STANDALONE_IDX), is set in _classified.
         "commit_lsn",
