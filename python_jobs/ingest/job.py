@@ -112,8 +112,13 @@ def transform(lines: DataFrame, formats: list[str], inputs: dict[str, dict] | No
     ]
 
 
-def _debezium_inputs(ledger: Ledger, frontiers: dict[str, int | None], keys: tuple[TableKey, ...]) -> dict:
-    """The table registry, and what has landed (a replayed event takes back the index it landed with)."""
+def _format_inputs(
+    ledger: Ledger, formats: list[str], frontiers: dict[str, int | None], keys: tuple[TableKey, ...]
+) -> dict:
+    """Each format's own keyword arguments: for Debezium, when the batch has its files, the table
+    registry and what has landed (a replayed event takes back the index it landed with)."""
+    if FORMAT_DEBEZIUM not in formats:
+        return {}
     registry = table_keys.to_frame(ledger.spark, keys)
     return {FORMAT_DEBEZIUM: {"registry": registry, "landed": ledger.table(EVENTS), "frontiers": frontiers}}
 
@@ -291,7 +296,7 @@ def _run_batch(
     for fmt in formats:
         transform_for(fmt)  # fail before reading anything when a format module is missing
     lines, counted = extract(ledger.spark, plan)
-    sets = transform(lines, formats, _debezium_inputs(ledger, frontiers, keys))
+    sets = transform(lines, formats, _format_inputs(ledger, formats, frontiers, keys))
     held: list[DataFrame] = []
     try:
         sets = [_hold(cs, held) for cs in sets]
