@@ -22,3 +22,15 @@
     {%- endif -%}
     {{ return(store['answers'][key]) }}
 {% endmacro %}
+
+{#-
+    The answer `run_query_once` got for `sql` in this dbt invocation, or none when it was not asked
+    (nothing is run).
+-#}
+{% macro answered_once(sql) %}
+    {%- set store = graph.get('wal_lake_run_query_once', {}) -%}
+    {%- if store.get('invocation_id') != invocation_id -%}
+        {{ return(none) }}
+    {%- endif -%}
+    {{ return(store['answers'].get(sql)) }}
+{% endmacro %}

@@ -9,7 +9,8 @@
     (`consumed_mark`) when every change its run read was a replay, and sequin_violations'
     (`checked_mark`) when the batches it checked held no violation. Nothing to do when the table's latest commit already
     carries the mark (the merge's own, or an earlier run's with the same upto whose merge was
-    skipped), or when no mark is set (not a run that writes).
+    skipped), or when no mark is set (not a run that writes). A skipped merge's run reads that
+    latest commit from the history the model read while it rendered (`answered_once`).
 -#}
 {% macro stamp_unwritten_run() %}
     {%- if writes_this_model() -%}
@@ -28,7 +29,13 @@
         {%- endif -%}
         {%- if property is not none -%}
             {%- set table = real_table(this) -%}
-            {%- set last = run_query('describe history ' ~ table ~ ' limit 1').rows[0]['userMetadata'] -%}
+            {#-
+                A skipped merge committed nothing, nor did the run before it: the table's latest
+                commit is the newest of the history the model read while it rendered, when it did.
+            -#}
+            {%- set read = answered_once('describe history ' ~ table ~ ' limit 50') if merge_skipped() else none -%}
+            {%- set latest = read if read is not none else run_query('describe history ' ~ table ~ ' limit 1') -%}
+            {%- set last = latest.rows[0]['userMetadata'] -%}
             {%- if last != mark -%}
                 {%- do run_query(
                     'alter table ' ~ table ~ " set tblproperties ('" ~ property[0] ~ "' = '" ~ property[1] ~ "')"

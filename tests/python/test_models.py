@@ -114,6 +114,19 @@ def merges_sent(found: list):
     return on_event
 
 
+def views_sent(found: dict):
+    """A dbt callback that records in ``found`` each temporary view created: its name -> its select."""
+
+    def on_event(event) -> None:
+        if event.info.name == "SQLQuery":
+            sql = " ".join(event.data.sql.split())
+            created = re.search(r"create or replace temporary view (\S+) as (.*)$", sql, re.IGNORECASE)
+            if created:
+                found[created.group(1)] = created.group(2)
+
+    return on_event
+
+
 @pytest.fixture(scope="module")
 def built(spark, dbt, schemas):
     models = schemas.models
@@ -128,12 +141,19 @@ def built(spark, dbt, schemas):
     dbt("run", "-s", *INCREMENTAL)
     # a rerun with nothing new changes nothing
     before_noop = rows(spark, f"select * except (record) from {models}.consumer_records order by all")
-    noop_merges = []
-    dbt("run", "-s", *INCREMENTAL, callbacks=[merges_sent(noop_merges)])
+    noop_merges, noop_views = [], {}
+    dbt("run", "-s", *INCREMENTAL, callbacks=[merges_sent(noop_merges), views_sent(noop_views)])
     after_noop = rows(spark, f"select * except (record) from {models}.consumer_records order by all")
     land(spark, BATCH_3, batch_id=3)
-    merges = []
-    dbt("run", "-s", *INCREMENTAL, "record_history", "sequin_violations", callbacks=[merges_sent(merges)])
+    merges, views = [], {}
+    dbt(
+        "run",
+        "-s",
+        *INCREMENTAL,
+        "record_history",
+        "sequin_violations",
+        callbacks=[merges_sent(merges), views_sent(views)],
+    )
     incremental = {
         "sequin": rows(spark, f"select * except (ingested_at) from {models}.sequin_events order by seq"),
         "consumer": consumer_state(spark),
@@ -159,6 +179,7 @@ def built(spark, dbt, schemas):
         "first": after_first,
         "noop": (before_noop, after_noop),
         "merges": {"noop": noop_merges, "new": merges},
+        "views": {"noop": noop_views, "new": views},
         "incremental": incremental,
         "data": data,
     }
@@ -185,6 +206,15 @@ def test_rerun_without_new_events_runs_no_merge(built):
     # runs every stage of its select, then commits nothing. The next run, with new events, merges.
     assert built["merges"]["noop"] == []
     assert set(INCREMENTAL) <= set(built["merges"]["new"])
+
+
+def test_rerun_without_new_events_plans_no_select(built):
+    # The view a skipped merge would read is the model's own table, empty: Spark neither analyses nor
+    # plans the model's select. With new events, each view is the model's select.
+    noop, new = built["views"]["noop"], built["views"]["new"]
+    for model in INCREMENTAL:
+        assert noop[f"{model}__dbt_tmp"].endswith(f".{model} where false"), noop[f"{model}__dbt_tmp"]
+        assert not new[f"{model}__dbt_tmp"].endswith("where false")
 
 
 def test_consumer_records_hold_exactly_the_live_rows(built):
