@@ -90,7 +90,7 @@
         'OPTIMIZE', 'VACUUM START', 'VACUUM END', 'SET TBLPROPERTIES', 'UNSET TBLPROPERTIES',
         'ADD COLUMNS', 'CHANGE COLUMN', 'UPGRADE PROTOCOL', 'ADD CONSTRAINT', 'DROP CONSTRAINT'
     ] -%}
-    {%- set query = 'describe history ' ~ real_table(relation) ~ ' limit 50' -%}
+    {%- set query = recent_history_query(relation) -%}
     {%- set key = query ~ ' (marked commit' ~ (', after its run' if after_its_run else '') ~ ')' -%}
     {%- set history = run_query_once(query, key=key) -%}
     {%- for commit in history.rows -%}

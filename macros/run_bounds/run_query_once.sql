@@ -12,15 +12,11 @@
 -#}
 {% macro run_query_once(sql, key=none) %}
     {%- set key = sql if key is none else key -%}
-    {%- set store = graph.setdefault('wal_lake_run_query_once', {}) -%}
-    {%- if store.get('invocation_id') != invocation_id -%}
-        {%- do store.clear() -%}
-        {%- do store.update({'invocation_id': invocation_id, 'answers': {}}) -%}
+    {%- set answers = answers_of_this_invocation() -%}
+    {%- if key not in answers -%}
+        {%- do answers.update({key: run_query(sql)}) -%}
     {%- endif -%}
-    {%- if key not in store['answers'] -%}
-        {%- do store['answers'].update({key: run_query(sql)}) -%}
-    {%- endif -%}
-    {{ return(store['answers'][key]) }}
+    {{ return(answers[key]) }}
 {% endmacro %}
 
 {#-
@@ -28,9 +24,15 @@
     (nothing is run).
 -#}
 {% macro answered_once(sql) %}
-    {%- set store = graph.get('wal_lake_run_query_once', {}) -%}
+    {{ return(answers_of_this_invocation().get(sql)) }}
+{% endmacro %}
+
+{#- The answers `run_query_once` got in this invocation, by key; an earlier invocation's are dropped. -#}
+{% macro answers_of_this_invocation() %}
+    {%- set store = graph.setdefault('wal_lake_run_query_once', {}) -%}
     {%- if store.get('invocation_id') != invocation_id -%}
-        {{ return(none) }}
+        {%- do store.clear() -%}
+        {%- do store.update({'invocation_id': invocation_id, 'answers': {}}) -%}
     {%- endif -%}
-    {{ return(store['answers'].get(sql)) }}
+    {{ return(store['answers']) }}
 {% endmacro %}

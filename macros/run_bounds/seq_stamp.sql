@@ -14,7 +14,7 @@
     {%- if not execute -%}
         {{ return(none) }}
     {%- endif -%}
-    {%- set query = 'describe history ' ~ real_table(relation) ~ ' limit 50' -%}
+    {%- set query = recent_history_query(relation) -%}
     {%- set history = run_query_once(query, key=query ~ ' (after its run)' if after_its_run else none) -%}
     {%- for row in history.rows -%}
         {%- set stamp = parse_seq_stamp(row['userMetadata']) -%}
@@ -40,4 +40,13 @@
     {%- endfor -%}
     {%- do stamp.update({'consumed_seq': stamp['consumed_seq'] | int}) -%}
     {{ return(stamp) }}
+{% endmacro %}
+
+{#-
+    The statement that reads a table's last 50 commits, where its stamps are looked for
+    (`seq_stamp`, `consumed_stamp`); one text, so that `run_query_once` and `answered_once` find
+    one answer under it.
+-#}
+{% macro recent_history_query(relation) %}
+    {{- return('describe history ' ~ real_table(relation) ~ ' limit 50') -}}
 {% endmacro %}

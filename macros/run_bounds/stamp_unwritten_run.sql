@@ -33,7 +33,7 @@
                 A skipped merge committed nothing, nor did the run before it: the table's latest
                 commit is the newest of the history the model read while it rendered, when it did.
             -#}
-            {%- set read = answered_once('describe history ' ~ table ~ ' limit 50') if merge_skipped() else none -%}
+            {%- set read = answered_once(recent_history_query(this)) if merge_skipped() else none -%}
             {%- set latest = read if read is not none else run_query('describe history ' ~ table ~ ' limit 1') -%}
             {%- set last = latest.rows[0]['userMetadata'] -%}
             {%- if last != mark -%}
