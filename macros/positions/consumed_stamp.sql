@@ -90,9 +90,9 @@
         'OPTIMIZE', 'VACUUM START', 'VACUUM END', 'SET TBLPROPERTIES', 'UNSET TBLPROPERTIES',
         'ADD COLUMNS', 'CHANGE COLUMN', 'UPGRADE PROTOCOL', 'ADD CONSTRAINT', 'DROP CONSTRAINT'
     ] -%}
-    {%- set query = recent_history_query(relation) -%}
-    {%- set key = query ~ ' (marked commit' ~ (', after its run' if after_its_run else '') ~ ')' -%}
-    {%- set history = run_query_once(query, key=key) -%}
+    {%- set history = run_query_once(
+        recent_history_query(relation), key=recent_history_key(relation, marked=true, after_its_run=after_its_run)
+    ) -%}
     {%- for commit in history.rows -%}
         {%- set metadata = commit['userMetadata'] or '' -%}
         {%- if metadata.startswith(prefix) and commit['operation'] in carriers -%}

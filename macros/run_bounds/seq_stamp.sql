@@ -14,8 +14,9 @@
     {%- if not execute -%}
         {{ return(none) }}
     {%- endif -%}
-    {%- set query = recent_history_query(relation) -%}
-    {%- set history = run_query_once(query, key=query ~ ' (after its run)' if after_its_run else none) -%}
+    {%- set history = run_query_once(
+        recent_history_query(relation), key=recent_history_key(relation, after_its_run=after_its_run)
+    ) -%}
     {%- for row in history.rows -%}
         {%- set stamp = parse_seq_stamp(row['userMetadata']) -%}
         {%- if stamp is not none -%}
@@ -49,4 +50,36 @@
 -#}
 {% macro recent_history_query(relation) %}
     {{- return('describe history ' ~ real_table(relation) ~ ' limit 50') -}}
+{% endmacro %}
+
+{#-
+    The name `run_query_once` keeps an answer of `recent_history_query` under. `seq_stamp`'s
+    (`marked` false) and `marked_commit`'s (true) are kept apart, and so is a read made by a model
+    after the relation's model ran in the invocation (`after_its_run`): it asks again instead of
+    taking an answer from before that run, unless that run committed nothing
+    (`keep_history_after_unwritten_run`).
+-#}
+{% macro recent_history_key(relation, marked=false, after_its_run=false) %}
+    {%- set notes = (['marked commit'] if marked else []) + (['after its run'] if after_its_run else []) -%}
+    {{- return(recent_history_query(relation) ~ ((' (' ~ notes | join(', ') ~ ')') if notes else '')) -}}
+{% endmacro %}
+
+{#-
+    `relation`'s recent history as this invocation read it before the model's run, under either
+    name (`seq_stamp`'s or `marked_commit`'s); none when it was not read. Runs nothing.
+-#}
+{% macro history_read_before_run(relation) %}
+    {%- set read = answered_once(recent_history_key(relation)) -%}
+    {{- return(read if read is not none else answered_once(recent_history_key(relation, marked=true))) -}}
+{% endmacro %}
+
+{#-
+    A model's run that committed nothing leaves its table's history as it was read before the run:
+    the models after it in the invocation (`after_its_run`) take that answer instead of asking again.
+-#}
+{% macro keep_history_after_unwritten_run(relation, history) %}
+    {%- set answers = answers_of_this_invocation() -%}
+    {%- for marked in [false, true] -%}
+        {%- do answers.update({recent_history_key(relation, marked=marked, after_its_run=true): history}) -%}
+    {%- endfor -%}
 {% endmacro %}

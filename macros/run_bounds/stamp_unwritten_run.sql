@@ -10,7 +10,7 @@
     (`checked_mark`) when the batches it checked held no violation. Nothing to do when the table's latest commit already
     carries the mark (the merge's own, or an earlier run's with the same upto whose merge was
     skipped), or when no mark is set (not a run that writes). A skipped merge's run reads that
-    latest commit from the history the model read while it rendered (`answered_once`).
+    latest commit from the history the model read while it rendered (`history_read_before_run`).
 -#}
 {% macro stamp_unwritten_run() %}
     {%- if writes_this_model() -%}
@@ -33,13 +33,16 @@
                 A skipped merge committed nothing, nor did the run before it: the table's latest
                 commit is the newest of the history the model read while it rendered, when it did.
             -#}
-            {%- set read = answered_once(recent_history_query(this)) if merge_skipped() else none -%}
+            {%- set read = history_read_before_run(this) if merge_skipped() else none -%}
             {%- set latest = read if read is not none else run_query('describe history ' ~ table ~ ' limit 1') -%}
             {%- set last = latest.rows[0]['userMetadata'] -%}
             {%- if last != mark -%}
                 {%- do run_query(
                     'alter table ' ~ table ~ " set tblproperties ('" ~ property[0] ~ "' = '" ~ property[1] ~ "')"
                 ) -%}
+            {%- elif read is not none -%}
+                {#- Nothing committed in this run: the models after it read the same history. -#}
+                {%- do keep_history_after_unwritten_run(this, read) -%}
             {%- endif -%}
         {%- endif -%}
     {%- endif -%}

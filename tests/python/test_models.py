@@ -127,6 +127,17 @@ def views_sent(found: dict):
     return on_event
 
 
+def histories_described(found: list):
+    """A dbt callback that adds to ``found`` the table named by each ``describe history`` sent."""
+
+    def on_event(event) -> None:
+        if event.info.name == "SQLQuery":
+            for table in re.findall(r"describe history (\S+)", event.data.sql, re.IGNORECASE):
+                found.append(table.rsplit(".", 1)[-1].strip("`"))
+
+    return on_event
+
+
 @pytest.fixture(scope="module")
 def built(spark, dbt, schemas):
     models = schemas.models
@@ -141,8 +152,13 @@ def built(spark, dbt, schemas):
     dbt("run", "-s", *INCREMENTAL)
     # a rerun with nothing new changes nothing
     before_noop = rows(spark, f"select * except (record) from {models}.consumer_records order by all")
-    noop_merges, noop_views = [], {}
-    dbt("run", "-s", *INCREMENTAL, callbacks=[merges_sent(noop_merges), views_sent(noop_views)])
+    noop_merges, noop_views, noop_histories = [], {}, []
+    dbt(
+        "run",
+        "-s",
+        *INCREMENTAL,
+        callbacks=[merges_sent(noop_merges), views_sent(noop_views), histories_described(noop_histories)],
+    )
     after_noop = rows(spark, f"select * except (record) from {models}.consumer_records order by all")
     land(spark, BATCH_3, batch_id=3)
     merges, views = [], {}
@@ -180,6 +196,7 @@ def built(spark, dbt, schemas):
         "noop": (before_noop, after_noop),
         "merges": {"noop": noop_merges, "new": merges},
         "views": {"noop": noop_views, "new": views},
+        "histories": {"noop": noop_histories},
         "incremental": incremental,
         "data": data,
     }
@@ -215,6 +232,14 @@ def test_rerun_without_new_events_plans_no_select(built):
     for model in INCREMENTAL:
         assert noop[f"{model}__dbt_tmp"].endswith(f".{model} where false"), noop[f"{model}__dbt_tmp"]
         assert not new[f"{model}__dbt_tmp"].endswith("where false")
+
+
+def test_rerun_without_new_events_reads_each_history_once(built):
+    # A run with nothing new reads each model's recent commits once, while the model renders; the
+    # post-hook that stamps a skipped run takes the latest commit from that answer.
+    described = built["histories"]["noop"]
+    for model in INCREMENTAL:
+        assert described.count(model) == 1, described
 
 
 def test_consumer_records_hold_exactly_the_live_rows(built):
