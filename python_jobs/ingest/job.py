@@ -344,27 +344,33 @@ class _Known:
 
     history: list[dict]  # every wal_files row, without done_at
     states: dict[str, FileState]  # per file, where it stands after its latest batch
-    frontiers: dict[str, int | None]
     planned: int = 0  # the greatest batch_id planned before the run
     created: bool = False  # this run created the ledger: no batch was planned or written before
+    ledger: Ledger | None = None  # where the frontiers are read from, when first asked for
+    read_frontiers: dict[str, int | None] | None = None
 
     @classmethod
     def read(cls, ledger: Ledger) -> _Known:
-        """The ledger's three small tables, read at once: each read is a short Spark job that mostly
-        waits (on Delta's log, on scheduling), so three threads take about the time of one."""
-        with ThreadPoolExecutor(max_workers=3) as pool:
-            history, frontiers, planned = (
-                pool.submit(ledger.file_rows),
-                pool.submit(ledger.frontiers),
-                pool.submit(ledger.last_planned),
-            )
+        """The files read and the last batch planned, read at once: each read is a short Spark job
+        that mostly waits (on Delta's log, on scheduling), so two threads take about the time of one.
+        The frontiers wait until a batch needs them: a run with nothing to land reads two tables."""
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            history, planned = pool.submit(ledger.file_rows), pool.submit(ledger.last_planned)
             rows = history.result()
-            return cls(rows, file_states(rows), frontiers.result(), planned.result())
+            return cls(rows, file_states(rows), planned.result(), ledger=ledger)
 
     @classmethod
     def nothing(cls) -> _Known:
         """A ledger this run created: nothing read, nothing planned (its tables are not read back)."""
-        return cls([], {}, {}, created=True)
+        return cls([], {}, created=True, read_frontiers={})
+
+    @property
+    def frontiers(self) -> dict[str, int | None]:
+        """Per source, its frontier as of its latest batch (read from the ledger when first asked for)."""
+        if self.read_frontiers is None:
+            assert self.ledger is not None, "a _Known not read from a ledger holds its frontiers"
+            self.read_frontiers = self.ledger.frontiers()
+        return self.read_frontiers
 
     @property
     def done(self) -> int:
@@ -382,7 +388,7 @@ class _Known:
 @dataclass
 class Carry:
     """What a run leaves for the next run of the same process on the same raw schema: the ledger as
-    it read it and kept current, so the next run reads none of it again (three Spark jobs whose
+    it read it and kept current, so the next run reads none of it again (two or three Spark jobs whose
     cost grows with the files landed). Only for a process that is the raw schema's one writer
     between its runs (the follower, which holds the warehouse's lock). A run that fails leaves
     nothing: the next one reads the ledger again, as after any crash."""

@@ -96,6 +96,23 @@ def test_fixture_lands_once_and_a_rerun_adds_nothing(spark, landing, schema):
     }
 
 
+def test_a_run_with_nothing_to_land_reads_no_frontier(spark, landing, schema, monkeypatch):
+    """The frontiers are read when a batch needs them: a run with nothing new reads the files done
+    and the last plan, not the frontier table; a run with a new file reads it once, before its batch."""
+    lines = FIXTURE.read_text().splitlines(keepends=True)
+    (landing / "src" / "0001.jsonl").write_text("".join(lines[:14]))
+    ingest(spark, landing, schema)
+    read: list[str] = []
+    original = Ledger.frontiers
+    monkeypatch.setattr(Ledger, "frontiers", lambda self: read.append(self.schema) or original(self))
+    again, _ = ingest(spark, landing, schema)
+    assert (again.batches, read) == (0, [])
+    (landing / "src" / "0002.jsonl").write_text("".join(lines[14:]))
+    more, _ = ingest(spark, landing, schema)
+    assert (more.batches, more.balanced, read) == (1, True, [schema])
+    assert frontier(spark, schema) == LAST_COMMIT
+
+
 def test_a_transaction_split_across_files_lands_once_when_complete(spark, landing, schema):
     # Line 5 opens xid 726, line 9 commits it: cut it after line 7.
     write(landing / "src" / "0001.jsonl", FIXTURE_LINES[:7])
