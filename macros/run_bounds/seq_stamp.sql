@@ -45,8 +45,8 @@
 
 {#-
     The statement that reads a table's last 50 commits, where its stamps are looked for
-    (`seq_stamp`, `consumed_stamp`); one text, so that `run_query_once` and `answered_once` find
-    one answer under it.
+    (`seq_stamp`, `consumed_stamp`); one text for every reader, its answers kept under
+    `recent_history_key`'s names.
 -#}
 {% macro recent_history_query(relation) %}
     {{- return('describe history ' ~ real_table(relation) ~ ' limit 50') -}}
