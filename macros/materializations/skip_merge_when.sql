@@ -1,9 +1,9 @@
 {#-
     Marks this model's merge, for this dbt invocation, as having nothing to apply when
-    `nothing_new` is true: `spark__get_merge_sql` then renders a statement that reads and writes
-    nothing (`merge_skipped`), so the run makes no Delta commit and runs none of its select's
-    stages; a merge of an empty set would still run them, then commit a version that changes
-    nothing. The materialization still creates its temporary view and checks the table's schema.
+    `nothing_new` is true: the project's incremental materialization (`merge_skipped`) then runs
+    the model's hooks and nothing else, so the run makes no Delta commit, and Spark neither plans
+    the model's select nor checks its schema; a merge of an empty set would run every stage of the
+    select, then commit a version that changes nothing.
     The caller decides from what it read before rendering (a model reading by seq: no seq past the
     one stamped on its last commit); only an incremental run may skip. Only in a run that writes
     (`writes_this_model`).

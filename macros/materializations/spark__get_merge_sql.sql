@@ -10,14 +10,10 @@
       touched: `sequin_events` uses it so an assigned `seq` can never change).
 
     Columns are written by name from the target's column list, so source-only helper columns are
-    ignored. Without these configs it behaves like dbt-spark's merge. A model whose run has nothing
-    new (`skip_merge_when`) gets no merge at all.
+    ignored. Without these configs it behaves like dbt-spark's merge. A run with nothing new
+    (`skip_merge_when`) never gets here: the project's incremental materialization stops before it.
 -#}
 {% macro spark__get_merge_sql(target, source, unique_key, dest_columns, incremental_predicates) %}
-    {#- A run that `skip_merge_when` found nothing new for: a statement Spark plans and never runs. -#}
-    {%- if merge_skipped() -%}
-        {{ return("select 'nothing new: no merge' as wal_lake_merge") }}
-    {%- endif -%}
     {%- set predicates = [] if incremental_predicates is none else [] + incremental_predicates -%}
     {%- set dest_columns = adapter.get_columns_in_relation(target) -%}
     {%- set delete_column = config.get('merge_delete_column') -%}
