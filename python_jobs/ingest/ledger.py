@@ -84,6 +84,8 @@ SCHEMAS: dict[str, StructType] = {
 }
 
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# The mark of a batch's commit (Ledger._marker): its batch id, and the run that wrote it.
+_MARKER = re.compile(r"^wal_lake ingest batch (\d+), run [0-9a-f]+$")
 
 
 @dataclass(frozen=True)
@@ -174,7 +176,7 @@ class Ledger:
         )
 
     def _marker(self, batch_id: int) -> str:
-        return f"wal_lake ingest batch {batch_id}, run {self.run_id}"
+        return f"wal_lake ingest batch {batch_id}, run {self.run_id}"  # read back by _MARKER
 
     def rows_committed(self, table: str, batch_id: int) -> int | None:
         """The rows that this run's append of ``batch_id`` wrote, read from the table's latest commit
@@ -190,7 +192,18 @@ class Ledger:
         return int(rows) if rows is not None else None
 
     def last_planned(self) -> int:
-        """The greatest batch_id planned (0 when none was)."""
+        """The greatest batch_id planned (0 when none was).
+
+        Plans are appended in the order of their ids, each commit marked with its batch id
+        (``_marker``), so the table's latest commit names the last plan: one read of its history,
+        without a scan of the table. A latest commit of anything else (the table's creation, a
+        column added, a user's OPTIMIZE) falls back on the scan."""
+        from delta.tables import DeltaTable
+
+        last = DeltaTable.forName(self.spark, self.name(BATCHES)).history(1).first()
+        marked = _MARKER.match((last["userMetadata"] or "") if last is not None else "")
+        if marked:
+            return int(marked.group(1))
         return self.table(BATCHES).agg(F.max("batch_id")).first()[0] or 0
 
     def last_batch_id(self, done: int, planned: int) -> int:

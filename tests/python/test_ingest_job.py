@@ -113,6 +113,23 @@ def test_a_run_with_nothing_to_land_reads_no_frontier(spark, landing, schema, mo
     assert frontier(spark, schema) == LAST_COMMIT
 
 
+def test_the_last_plan_is_read_from_the_mark_on_its_commit(spark, landing, schema, monkeypatch):
+    """The last plan's batch id comes from the mark on wal_batches' latest commit, with no scan of
+    the table; after a commit of anything else to it, from a scan."""
+    (landing / "src" / "0001.jsonl").write_text("".join(FIXTURE_LINES[:14]))
+    ingest(spark, landing, schema)
+    (landing / "src" / "0002.jsonl").write_text("".join(FIXTURE_LINES[14:]))
+    second, _ = ingest(spark, landing, schema)
+    assert second.batches == 1
+    scanned: list[str] = []
+    original = Ledger.table
+    monkeypatch.setattr(Ledger, "table", lambda self, table: scanned.append(table) or original(self, table))
+    ledger = Ledger(spark, schema)
+    assert (ledger.last_planned(), scanned) == (2, [])
+    spark.sql(f"alter table {schema}.{BATCHES} set tblproperties ('wal_lake.test' = 'not a plan')")
+    assert (ledger.last_planned(), scanned) == (2, [BATCHES])
+
+
 def test_a_transaction_split_across_files_lands_once_when_complete(spark, landing, schema):
     # Line 5 opens xid 726, line 9 commits it: cut it after line 7.
     write(landing / "src" / "0001.jsonl", FIXTURE_LINES[:7])
