@@ -167,7 +167,11 @@ def built(spark, dbt, schemas):
         "run",
         "-s",
         *INCREMENTAL,
-        callbacks=[merges_sent(noop_merges), statements_sent(noop_statements), histories_described(noop_histories)],
+        callbacks=[
+            merges_sent(noop_merges),
+            statements_sent(noop_statements),
+            histories_described(noop_histories),
+        ],
     )
     after_noop = rows(spark, f"select * except (record) from {models}.consumer_records order by all")
     land(spark, BATCH_3, batch_id=3)
