@@ -51,6 +51,7 @@ SLOWEST_FIRST = (
     "test_ingest_debezium",
     "test_bad_input",
     "test_ingest_wal2json",
+    "test_wal2json_framing",
     "test_benchmark_peers",
 )
 
