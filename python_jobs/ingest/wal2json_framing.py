@@ -1,6 +1,7 @@
 """wal2json transactions: which lines belong to which ``B`` ... ``C``, their positions, and each line's
-outcome (event, reject, pending, control). Windows per file and per transaction, never one task per
-source (docs/ingestion.md, performance notes)."""
+outcome (event, reject, pending, control). One window per file, summaries per file and per
+transaction broadcast back: the lines are shuffled once, never one task per source (docs/ingestion.md,
+performance notes)."""
 
 from __future__ import annotations
 
@@ -19,26 +20,54 @@ def _is_begin() -> Column:
     return F.coalesce(F.col("code") == CODE_BEGIN, F.lit(False))
 
 
-def number_in_files(lines: DataFrame) -> DataFrame:
-    """Parsed lines with ``file_txn``: the number of valid ``B`` records up to and including the line
-    within its file.
+def _is_commit() -> Column:
+    return F.coalesce(F.col("code") == CODE_COMMIT, F.lit(False))
 
-    A running count over a whole source would put every line of the source through one task; per
-    file, files are numbered in parallel. ``classify`` adds each file's offset (the ``B`` records of
-    the source's earlier files) from a per-file summary of this frame, which therefore is read twice:
-    the job persists it (``ChangeSet.upstream``) so that each line is parsed once."""
-    in_file_running = (
+
+def _counts_as_change() -> Column:
+    # Postgres numbers the changes of a transaction whatever becomes of them here, so a change
+    # rejected for its content keeps its slot: a line whose action is a change code counts.
+    return F.coalesce(F.col("r.action").isin(CHANGE_CODES) & ~F.col("non_tx_message"), F.lit(False))
+
+
+def number_in_files(lines: DataFrame) -> DataFrame:
+    """Parsed lines with, counted in the line's file up to and including the line: ``file_txn``, the
+    valid ``B`` records; ``since_commits`` and ``since_changes``, the ``C`` records and the changes
+    since the latest of those ``B`` (since the file's start before its first one).
+
+    One window, per file: a running count over a whole source would put every line of the source
+    through one task; per file, files are numbered in parallel. ``frame_transactions`` adds what the
+    source's earlier files carry in (their ``B`` records, the open transaction's counts) from a
+    per-file summary of this frame, which therefore is read twice: the job persists it
+    (``ChangeSet.upstream``) so that each line is parsed once."""
+    running = (
         Window.partitionBy("source_id", "landing_file")
         .orderBy("landing_line")
         .rowsBetween(Window.unboundedPreceding, 0)
     )
-    return parse_framing(lines).withColumn("file_txn", F.sum(_is_begin().cast("int")).over(in_file_running))
+    counted = parse_framing(lines).select(
+        "*",
+        F.sum(_is_begin().cast("int")).over(running).alias("file_txn"),
+        F.sum(_is_commit().cast("int")).over(running).alias("_commits"),
+        F.sum(_counts_as_change().cast("int")).over(running).alias("_changes"),
+    )
+    # The counts at the latest B, over the same window (no second sort): subtracted, they leave the
+    # counts inside the line's transaction.
+    at_begin = F.last(F.when(_is_begin(), F.struct("_commits", "_changes")), ignorenulls=True).over(running)
+    return (
+        counted.withColumn("_at_begin", at_begin)
+        .withColumn("since_commits", F.col("_commits") - F.coalesce(F.col("_at_begin._commits"), F.lit(0)))
+        .withColumn("since_changes", F.col("_changes") - F.coalesce(F.col("_at_begin._changes"), F.lit(0)))
+        .drop("_commits", "_changes", "_at_begin")
+    )
 
 
 def _number_transactions(numbered: DataFrame) -> DataFrame:
     """Add ``txn`` (the number of valid ``B`` records up to and including the line, in the source's
-    ``(landing_file, landing_line)`` order), ``last_txn`` (the source's greatest ``txn``) and
-    ``held_from`` (the file's first line held back by a missing file, see ``_held_from``)."""
+    ``(landing_file, landing_line)`` order), ``last_txn`` (the source's greatest ``txn``),
+    ``held_from`` (the file's first line held back by a missing file, see ``_held_from``) and
+    ``commits_so_far``/``changes_so_far``: the ``C`` records and the changes of the line's
+    transaction up to and including the line, its earlier files' included."""
     earlier_files = (
         Window.partitionBy("source_id").orderBy("landing_file").rowsBetween(Window.unboundedPreceding, -1)
     )
@@ -46,6 +75,16 @@ def _number_transactions(numbered: DataFrame) -> DataFrame:
 
     def record(*more: str) -> Column:
         return F.struct("code", F.col("xid_value").alias("xid"), F.col("lsn_value").alias("lsn"), *more)
+
+    def before_file(total: str) -> Column:
+        # The counts the file's last B (or its start) left, summed over the source's files before it.
+        return F.coalesce(F.sum(F.col("tail")[total]).over(earlier_files), F.lit(0))
+
+    def entering(before: str) -> Column:
+        # What the transaction open at the file's start counted in earlier files: everything since
+        # the latest earlier file holding a B, that file's tail included.
+        at_last_begin = F.last(F.when(F.col("file_begins") > 0, F.col(before)), ignorenulls=True)
+        return F.coalesce(F.col(before) - at_last_begin.over(earlier_files), F.lit(0))
 
     offsets = (
         numbered.groupBy("source_id", "landing_file")
@@ -58,6 +97,12 @@ def _number_transactions(numbered: DataFrame) -> DataFrame:
                 record("landing_file", "landing_line"),
                 F.when(code.isin(CODE_BEGIN, CODE_COMMIT), F.col("landing_line")),
             ).alias("last_boundary"),
+            F.max_by(F.struct("since_commits", "since_changes"), F.col("landing_line")).alias("tail"),
+        )
+        .select(
+            "*",
+            before_file("since_commits").alias("commits_before"),
+            before_file("since_changes").alias("changes_before"),
         )
         .select(
             "source_id",
@@ -66,14 +111,27 @@ def _number_transactions(numbered: DataFrame) -> DataFrame:
             F.last("last_boundary", ignorenulls=True).over(earlier_files).alias("entering"),
             F.coalesce(F.sum("file_begins").over(earlier_files), F.lit(0)).alias("txn_offset"),
             F.sum("file_begins").over(Window.partitionBy("source_id")).alias("last_txn"),
+            entering("commits_before").alias("entering_commits"),
+            entering("changes_before").alias("entering_changes"),
         )
         .withColumn("held_from", _held_from())
         .drop("first_record", "entering")
     )
+    before_first_begin = F.col("file_txn") == 0
     return (
         numbered.join(F.broadcast(offsets), on=["source_id", "landing_file"], how="inner")
         .withColumn("txn", F.col("txn_offset") + F.col("file_txn"))
-        .drop("txn_offset", "file_txn")
+        .withColumn(
+            "commits_so_far",
+            F.col("since_commits") + F.when(before_first_begin, F.col("entering_commits")).otherwise(0),
+        )
+        .withColumn(
+            "changes_so_far",
+            F.col("since_changes") + F.when(before_first_begin, F.col("entering_changes")).otherwise(0),
+        )
+        .drop(
+            "txn_offset", "file_txn", "since_commits", "since_changes", "entering_commits", "entering_changes"
+        )
     )
 
 
@@ -109,49 +167,47 @@ def _held_from() -> Column:
     )
 
 
-def _is_commit() -> Column:
-    return F.coalesce(F.col("code") == CODE_COMMIT, F.lit(False))
-
-
 def frame_transactions(numbered: DataFrame) -> DataFrame:
     """Lines of ``number_in_files`` with their transaction: ``txn``, whether it has a commit, the xids
     of its ``B`` and ``C``, ``commit_lsn``/``commit_ts`` from its ``C``, whether the line is inside it
-    (``in_txn``) and its ``commit_idx``. The windows are spread over ``(source_id, txn)``."""
-    order = [F.col("landing_file"), F.col("landing_line")]
-    in_txn_running = (
-        Window.partitionBy("source_id", "txn").orderBy(*order).rowsBetween(Window.unboundedPreceding, 0)
-    )
-    whole_txn = (
-        Window.partitionBy("source_id", "txn")
-        .orderBy(*order)
-        .rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
-    )
+    (``in_txn``) and, for a change inside it, its ``commit_idx``.
+
+    What a line needs of its transaction's boundaries comes from a per-transaction aggregate of the
+    ``B`` and ``C`` lines (a few narrow rows each), broadcast back: the lines themselves are not
+    shuffled again."""
+    framed = _number_transactions(numbered)
     is_commit = _is_commit()
-    # Postgres numbers the changes of a transaction whatever becomes of them here, so a change
-    # rejected for its content keeps its slot: a line whose action is a change code counts.
-    counts_as_change = F.col("r.action").isin(CHANGE_CODES) & ~F.col("non_tx_message")
-    counts_as_change = F.coalesce(counts_as_change, F.lit(False))
-
-    def first_at_commit(value: Column) -> Column:
-        return F.first(F.when(is_commit, value), ignorenulls=True).over(whole_txn)
-
+    boundaries = (
+        framed.where(F.col("code").isin(CODE_BEGIN, CODE_COMMIT))
+        .groupBy("source_id", "txn")
+        .agg(
+            F.max(is_commit).alias("has_commit"),
+            F.max(F.when(_is_begin(), F.col("xid_value"))).alias("begin_xid"),
+            # The transaction's first C, in the source's line order.
+            F.min_by(
+                F.struct(
+                    F.col("xid_value").alias("xid"),
+                    F.col("lsn_value").alias("lsn"),
+                    F.col("r.timestamp").alias("ts"),
+                ),
+                F.when(is_commit, F.struct("landing_file", "landing_line")),
+            ).alias("first_commit"),
+        )
+    )
+    commits_so_far = F.col("commits_so_far")
     return (
-        _number_transactions(numbered)
-        .withColumn("commits_so_far", F.sum(is_commit.cast("int")).over(in_txn_running))
-        .withColumn("has_commit", F.max(is_commit).over(whole_txn))
-        .withColumn("begin_xid", F.first(F.when(_is_begin(), F.col("xid_value")), True).over(whole_txn))
-        .withColumn("commit_xid", first_at_commit(F.col("xid_value")))
-        .withColumn("commit_lsn", first_at_commit(F.col("lsn_value")))
-        .withColumn("commit_ts", first_at_commit(F.col("r.timestamp")))
+        framed.join(F.broadcast(boundaries), on=["source_id", "txn"], how="left")
+        .withColumn("has_commit", F.coalesce(F.col("has_commit"), F.lit(False)))
+        .withColumn("commit_xid", F.col("first_commit.xid"))
+        .withColumn("commit_lsn", F.col("first_commit.lsn"))
+        .withColumn("commit_ts", F.col("first_commit.ts"))
         .withColumn(
             "in_txn",
-            (F.col("txn") > 0)
-            & ((F.col("commits_so_far") == 0) | (is_commit & (F.col("commits_so_far") == 1))),
+            (F.col("txn") > 0) & ((commits_so_far == 0) | (is_commit & (commits_so_far == 1))),
         )
-        .withColumn(
-            "commit_idx",
-            F.sum((counts_as_change & F.col("in_txn")).cast("int")).over(in_txn_running) - 1,
-        )
+        # A change inside its transaction follows no C of it: every change before it counts.
+        .withColumn("commit_idx", F.col("changes_so_far") - 1)
+        .drop("first_commit")
     )
 
 
