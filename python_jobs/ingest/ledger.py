@@ -18,7 +18,7 @@ import uuid
 from dataclasses import asdict, dataclass, fields
 from datetime import datetime
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
     LongType,
@@ -178,14 +178,18 @@ class Ledger:
     def _marker(self, batch_id: int) -> str:
         return f"wal_lake ingest batch {batch_id}, run {self.run_id}"  # read back by _MARKER
 
+    def _latest_commit(self, table: str) -> Row | None:
+        """The table's latest commit: one row of its history (a read of the log, not of the data)."""
+        from delta.tables import DeltaTable
+
+        return DeltaTable.forName(self.spark, self.name(table)).history(1).first()
+
     def rows_committed(self, table: str, batch_id: int) -> int | None:
         """The rows that this run's append of ``batch_id`` wrote, read from the table's latest commit
         (its history: one small read, no scan of the data). None when that commit is not this run's
         append: it was skipped (already committed by an earlier execution of the batch), or another
         run has committed since; the caller then reads the table."""
-        from delta.tables import DeltaTable
-
-        last = DeltaTable.forName(self.spark, self.name(table)).history(1).first()
+        last = self._latest_commit(table)
         if last is None or last["userMetadata"] != self._marker(batch_id):
             return None
         rows = (last["operationMetrics"] or {}).get("numOutputRows")
@@ -198,9 +202,7 @@ class Ledger:
         (``_marker``), so the table's latest commit names the last plan: one read of its history,
         without a scan of the table. A latest commit of anything else (the table's creation, a
         column added, a user's OPTIMIZE) falls back on the scan."""
-        from delta.tables import DeltaTable
-
-        last = DeltaTable.forName(self.spark, self.name(BATCHES)).history(1).first()
+        last = self._latest_commit(BATCHES)
         marked = _MARKER.match((last["userMetadata"] or "") if last is not None else "")
         if marked:
             return int(marked.group(1))
