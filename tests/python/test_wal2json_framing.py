@@ -73,26 +73,10 @@ def reference(lines: list[Line]) -> dict[tuple[str, int], tuple]:
         commits[t] += is_commit
         in_txn = t > 0 and (commits[t] == 0 or (is_commit and commits[t] == 1))
         changes[t] += in_txn and x.action in CHANGE_CODES and not x.non_tx
-        is_change = x.code in CHANGE_CODES and not x.non_tx
-        begin_xid, commit_xid = begin.xid if begin else None, commit.xid if commit else None
         if (held and (x.file, x.line) >= held[x.file]) or (t > 0 and t == txn and commit is None):
             kind, reason = KIND_PENDING, None
         else:
-            reason = (
-                x.error
-                if x.error is not None
-                else None
-                if x.non_tx
-                else (REASON_COMMIT_WITHOUT_BEGIN if is_commit else REASON_OUTSIDE)
-                if not in_txn
-                else REASON_INTERRUPTED
-                if commit is None
-                else f"xid mismatch: begin {_text(begin_xid)}, commit {_text(commit_xid)}"
-                if begin_xid != commit_xid
-                else f"xid mismatch: change xid {x.xid} inside transaction {begin_xid}"
-                if is_change and None not in (x.xid, begin_xid) and x.xid != begin_xid
-                else None
-            )
+            reason = _reason(x, in_txn, begin, commit)
             kind = (
                 KIND_REJECT
                 if reason is not None
@@ -108,17 +92,38 @@ def reference(lines: list[Line]) -> dict[tuple[str, int], tuple]:
     return out
 
 
+def _reason(x: Line, in_txn: bool, begin: Line | None, commit: Line | None) -> str | None:
+    """Why a line that is not pending is rejected, in the order the rules are checked; None if it is not."""
+    if x.error is not None:
+        return x.error
+    if x.non_tx:
+        return None
+    if not in_txn:
+        return REASON_COMMIT_WITHOUT_BEGIN if x.code == CODE_COMMIT else REASON_OUTSIDE
+    if commit is None:
+        return REASON_INTERRUPTED
+    begin_xid = begin.xid if begin else None
+    if begin_xid != commit.xid:
+        return f"xid mismatch: begin {_text(begin_xid)}, commit {_text(commit.xid)}"
+    if x.code in CHANGE_CODES and None not in (x.xid, begin_xid) and x.xid != begin_xid:
+        return f"xid mismatch: change xid {x.xid} inside transaction {begin_xid}"
+    return None
+
+
 def _text(xid: int | None) -> str:
     return "?" if xid is None else str(xid)
 
 
 def _held_from(lines: list[Line]) -> dict[str, tuple[str, int]] | None:
     """Per file, the first (file, line) held back by a missing earlier file; None when none is."""
-    files = sorted({x.file for x in lines})
+    by_file: dict[str, list[Line]] = {}
+    for x in lines:  # in (file, line) order
+        by_file.setdefault(x.file, []).append(x)
+    files = sorted(by_file)
     gap = None
     open_at = None  # the last B or C before the file, when it is a B
     for f in files:
-        mine = [x for x in lines if x.file == f]
+        mine = by_file[f]
         first = next((x for x in mine if x.code is not None), None)
         if first is not None:
             mid = first.code in (CODE_COMMIT, *CHANGE_CODES) and not first.non_tx
