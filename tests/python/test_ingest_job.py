@@ -890,9 +890,9 @@ def test_a_snapshot_split_over_files_lands_every_row_once(spark, postgres, tmp_p
     finally:
         with psycopg.connect(dsn, autocommit=True) as conn:
             conn.execute("select pg_drop_replication_slot('ingest_snapshot_split')")
-    # The snapshot's files. A stream file may follow them: Postgres decodes a transaction of the
-    # shared catalogs (the suite's other worker creating its database meanwhile) into every slot, and
-    # wal2json writes it as an empty transaction. It lands nothing and stays visible below.
+    # The snapshot's files. A stream file may follow them, holding one empty transaction: seen once in
+    # CI while the suite's other worker was creating its database (a commit to the shared catalogs,
+    # which a slot of any database may decode). It lands nothing and stays visible below.
     files = sorted(p for p in (landing / "src").glob("*.jsonl") if capture.is_snapshot_file(p.name))
     assert len(files) > 3
     later = files[len(files) // 2 :]
