@@ -6,6 +6,13 @@ Generates a zone (benchmarks/generate.py) in a scratch directory, runs ingestion
 on one Spark session as benchmarks.run does, and prints for each step the Spark stages that ran
 (from the driver's status store, which Spark keeps with the UI off): wall time, summed task time,
 tasks, and the Python or SQL call site that started them. Nothing is written into the repo.
+
+    .venv/bin/python -m benchmarks.profile --changes 1000000 --ingest-only --timeline --warm-full
+
+``--timeline`` also prints the ingestion run as a timeline: each batch's steps (the files' blocks
+read, the transform built on the driver, the framing and outcome counts, each ledger commit) and
+each Spark stage of 0.3 s or more, by their start and end. ``--warm-full`` warms the JVM up on the
+same zone (another schema) instead of a small one: a first run at full size takes half as long again.
 """
 
 from __future__ import annotations
@@ -16,6 +23,8 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from benchmarks import generate as gen
@@ -36,13 +45,15 @@ def _stages(spark) -> list[dict]:
         s = stages.apply(i)
         if s.completionTime().isEmpty() or s.submissionTime().isEmpty():
             continue
-        wall = (s.completionTime().get().getTime() - s.submissionTime().get().getTime()) / 1000
+        started = s.submissionTime().get().getTime() / 1000
+        ended = s.completionTime().get().getTime() / 1000
         out.append(
             {
                 "id": s.stageId(),
                 "attempt": s.attemptId(),
                 "name": s.name(),
-                "wall": wall,
+                "started": started,
+                "wall": ended - started,
                 "task": s.executorRunTime() / 1000,
                 "tasks": s.numCompleteTasks(),
                 "input_mb": s.inputBytes() / 2**20,
@@ -50,6 +61,64 @@ def _stages(spark) -> list[dict]:
             }
         )
     return out
+
+
+# The ingestion job's steps a timeline shows (functions of python_jobs.ingest.job), and what each is.
+_STEPS = {
+    "extract": "the files' blocks counted, lines numbered",
+    "transform": "the transform built (driver only)",
+    "line_stats": "framing and every line's outcome counted",
+    "_events_written": "the events written counted",
+}
+
+
+@contextmanager
+def _timed_steps(events: list[tuple[float, float, str]]) -> Iterator[None]:
+    """While inside, each call of the job's ``_STEPS`` and of ``Ledger.append`` adds (start, end,
+    what) to ``events``, in epoch seconds."""
+    from python_jobs.ingest import job
+    from python_jobs.ingest.ledger import Ledger
+
+    def timed(fn, what):
+        def call(*args, **kwargs):
+            started = time.time()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                label = what(args) if callable(what) else what
+                events.append((started, time.time(), label))
+
+        return call
+
+    saved = {name: getattr(job, name) for name in _STEPS}
+    saved_append = Ledger.append
+    for name, what in _STEPS.items():
+        setattr(job, name, timed(saved[name], what))
+    Ledger.append = timed(saved_append, lambda args: f"commit to {args[1]}")
+    try:
+        yield
+    finally:
+        for name, fn in saved.items():
+            setattr(job, name, fn)
+        Ledger.append = saved_append
+
+
+def print_timeline(spark, label: str, fn) -> None:
+    """Run ``fn`` and print its steps and its Spark stages of 0.3 s or more by start and end."""
+    before = {(s["id"], s["attempt"]) for s in _stages(spark)}
+    steps: list[tuple[float, float, str]] = []
+    t0 = time.time()
+    with _timed_steps(steps):
+        fn()
+    seconds = time.time() - t0
+    rows = [(a, b, f"step   {what}") for a, b, what in steps]
+    for s in _stages(spark):
+        if (s["id"], s["attempt"]) not in before and s["wall"] >= 0.3:
+            what = f"stage {s['id']:>5} {s['task']:>6.1f} task-s {s['tasks']:>4} tasks  {s['name'][:60]}"
+            rows.append((s["started"], s["started"] + s["wall"], what))
+    print(f"\n{label}: {seconds:.1f}s wall; timeline, seconds from its start:")
+    for started, ended, what in sorted(rows):
+        print(f"  {started - t0:>7.1f} -> {ended - t0:>7.1f} {ended - started:>6.1f}s  {what}")
 
 
 def profile_step(spark, label: str, fn) -> None:
@@ -84,6 +153,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.profile", description=__doc__.split("\n")[0])
     parser.add_argument("--changes", type=int, default=200_000)
     parser.add_argument("--ingest-only", action="store_true", help="profile the ingestion job only")
+    parser.add_argument("--timeline", action="store_true", help="print the ingestion run as a timeline too")
+    parser.add_argument(
+        "--warm-full", action="store_true", help="warm up on the same zone, not on a small one"
+    )
     gen.add_knob_args(parser)
     args = parser.parse_args(argv)
     scratch = Path(tempfile.mkdtemp(prefix="wal_lake_profile_"))
@@ -98,10 +171,16 @@ def main(argv: list[str] | None = None) -> int:
         spark = get_spark("wal_lake_profile")
         bench = Bench(args, scratch, Results("profile", args.changes, 0, {}))
         bench.spark = spark
-        # Warm the JVM up on a small run first, in another schema.
-        warm = gen.generate(scratch / "warm", gen.Knobs(changes=5_000, keys=1_000), progress=False)
-        ingest.run(spark, warm.root, schema="profile_warm", out=open(os.devnull, "w"))
-        profile_step(
+        # Warm the JVM up first, in another schema.
+        if args.warm_full:
+            warm_root = zone.root
+        else:
+            small = gen.Knobs(changes=5_000, keys=1_000)
+            warm_root = gen.generate(scratch / "warm", small, progress=False).root
+        with open(os.devnull, "w") as devnull:
+            ingest.run(spark, warm_root, schema="profile_warm", out=devnull)
+        step = print_timeline if args.timeline else profile_step
+        step(
             spark,
             f"ingest {args.changes:,} changes",
             lambda: ingest.run(spark, zone.root, schema="profile_raw"),
