@@ -28,6 +28,7 @@ class Bench:
         self.results = results
         self.spark = None
         self.memory: MemoryMonitor | None = None
+        self.node_seconds: dict[str, float] = {}  # the last dbt invocation's nodes, by name
 
     def log(self, text: str) -> None:
         print(f"[{time.strftime('%H:%M:%S')}] {text}", flush=True)
@@ -63,6 +64,7 @@ class Bench:
         if not result.success:
             raise RuntimeError(f"dbt {' '.join(args)} failed: {result.exception}")
         nodes = result.result.results
+        self.node_seconds = {r.node.name: float(r.execution_time) for r in nodes}
         if len(nodes) > 1 and args[0] == "run":
             self.log("  models: " + ", ".join(f"{r.node.name} {r.execution_time:.1f}s" for r in nodes))
         if args[0] == "build":

@@ -9,7 +9,9 @@ from benchmarks.goals import evaluate
 from benchmarks.report import report, summary
 from benchmarks.results import Results, Stage
 
-STATE = "dbt run source_records consumer_records"
+MARTS = "dbt run of the marts"
+SEQ = "sequin_events (its model in the marts' run)"
+STATE = "state step (its models in the marts' run)"
 BUILD = "plain dbt build"
 
 
@@ -23,17 +25,24 @@ def timed(**seconds_by_name: float) -> Results:
 
 
 def full_run() -> Results:
+    results = _full_timings()
+    mirrors = results.stage("[1M] +10k dbt run mirrors")
+    mirrors.seconds, mirrors.model_seconds = 4.4, 4.0  # the run, and its models without dbt's own work
+    return results
+
+
+def _full_timings() -> Results:
     return timed(
         **{
             "raw parse (read.text + from_json + count)": 8.0,
             "[1M] ingest": 4.0,
-            "[1M] dbt run sequin_events": 6.0,
+            f"[1M] {MARTS}": 12.0,
+            f"[1M] {SEQ}": 5.5,
             f"[1M] {STATE}": 6.0,
             "[100k] +10k ingest": 1.0,
-            "[100k] +10k dbt run sequin_events": 2.0,
-            f"[100k] +10k {STATE}": 3.0,
+            f"[100k] +10k {MARTS}": 5.0,
             "[1M] +10k ingest": 2.0,
-            "[1M] +10k dbt run sequin_events": 3.0,
+            f"[1M] +10k {MARTS}": 6.0,
             f"[1M] +10k {STATE}": 3.0,
             "[1M] +10k dbt run mirrors": 4.0,
             "[floor] parse + Delta append": 2.0,
@@ -60,14 +69,12 @@ def test_each_goal_gets_its_figure_and_verdict_from_the_stages():
     assert goals["end to end >= 50,000 changes/s at 1M"] == ("62,500 changes/s", True)  # 1M in 16 s
     assert goals["end to end <= 2.5x raw parse"] == ("2.0x (16.0s / 8.0s)", True)
     assert goals["incremental +10k on 1M <= 1.3x on 100k"] == ("1.33x (8.0s / 6.0s)", False)
-    assert goals["mirrors' +10k on 1M <= the state step's (source_records, consumer_records)"] == (
+    # The mirrors' models against the state step's, each in its run (the mirrors' run took 4.4 s).
+    assert goals["mirrors' +10k on 1M <= the state step's (source_records, consumer_records), models"] == (
         "1.33x (4.0s / 3.0s)",
         False,
     )
-    assert goals["dbt run sequin_events <= 1.2x peer PySpark log (parse, dedup, seq)"] == (
-        "1.20x (6.0s / 5.0s)",
-        True,
-    )
+    assert goals[f"{SEQ} <= 1.2x peer PySpark log (parse, dedup, seq)"] == ("1.10x (5.5s / 5.0s)", True)
     assert goals[f"{STATE} <= 1.2x peer PySpark state (flatten)"] == ("0.60x (6.0s / 10.0s)", True)
     assert goals["(info) end to end vs the floor's (append + one dbt run)"] == (
         "4.00x (4.0s, 0.50x raw parse)",
@@ -85,7 +92,7 @@ def test_each_goal_gets_its_figure_and_verdict_from_the_stages():
 
     derived = {s.name: s.seconds for s in results.stages[-6:]}
     assert derived == {
-        "[1M] end to end (ingest + both marts)": 16.0,
+        "[1M] end to end (ingest + one dbt run of the marts)": 16.0,
         "[100k] +10k incremental total": 6.0,
         "[1M] +10k incremental total": 8.0,
         "[floor] +10k total": 2.0,
@@ -107,11 +114,9 @@ def test_a_goal_whose_stages_did_not_run_is_left_out():
         **{
             "raw parse (read.text + from_json + count)": 8.0,
             "[1M] ingest": 4.0,
-            "[1M] dbt run sequin_events": 6.0,
-            f"[1M] {STATE}": 6.0,
+            f"[1M] {MARTS}": 12.0,
             "[1M] +10k ingest": 2.0,
-            "[1M] +10k dbt run sequin_events": 3.0,
-            f"[1M] +10k {STATE}": 3.0,
+            f"[1M] +10k {MARTS}": 6.0,
         }
     )
     evaluate(results, "1M", [1_000_000], 10_000)
@@ -121,6 +126,6 @@ def test_a_goal_whose_stages_did_not_run_is_left_out():
         "end to end <= 2.5x raw parse",
     ]
     assert [s.name for s in results.stages[-2:]] == [
-        "[1M] end to end (ingest + both marts)",
+        "[1M] end to end (ingest + one dbt run of the marts)",
         "[1M] +10k incremental total",
     ]
