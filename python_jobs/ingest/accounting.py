@@ -41,6 +41,9 @@ class FileOutcome:
     rejected: int
     control: int
     pending: int
+    # The greatest commit_lsn of the events the batch landed from the file (None when it landed none):
+    # over a source's rows, its frontier (ledger.frontiers_from_files).
+    max_commit_lsn: int | None = None
 
     def row(self, batch_id: int) -> dict:
         return {**asdict(self), "batch_id": batch_id}
@@ -216,7 +219,8 @@ def _outcome(
     to_line = max(lines_in_file, p.from_line - 1)
     n_read = to_line - p.from_line + 1
     counted = {k: stats[(path, k)].n if (path, k) in stats else 0 for k in KINDS}
-    landed, late_rejected = written.get(path, (0, None))[0], late.get(path, 0)
+    landed, max_lsn = written.get(path, (0, None))
+    late_rejected = late.get(path, 0)
     if landed + late_rejected != counted[KIND_LANDED]:
         raise IngestError(
             f"events written for {path} ({landed:,}) + rejected once parsed ({late_rejected:,}) != its "
@@ -246,6 +250,7 @@ def _outcome(
         rejected=rejected,
         control=control,
         pending=pending,
+        max_commit_lsn=max_lsn if landed else None,
     )
 
 
@@ -264,10 +269,10 @@ def file_outcomes(
         last_line[path] = max(s.last, last_line.get(path, 0))
     outcomes = [_outcome(p, last_line.get(p.landing_file, 0), stats, written, late) for p in plan]
     landed_max: dict[str, int] = {}
-    for p in plan:
-        if p.landing_file in written and written[p.landing_file][0]:
-            lsn = written[p.landing_file][1]
-            landed_max[p.source_id] = max(lsn, landed_max.get(p.source_id, lsn))
+    for o in outcomes:
+        if o.max_commit_lsn is not None:
+            lsn = o.max_commit_lsn
+            landed_max[o.source_id] = max(lsn, landed_max.get(o.source_id, lsn))
     return outcomes, landed_max
 
 

@@ -48,6 +48,7 @@ from python_jobs.ingest.ledger import (
     Ledger,
     PlannedFile,
     file_states,
+    frontiers_from_files,
     latest_rows,
     totals,
 )
@@ -353,11 +354,18 @@ class _Known:
     def read(cls, ledger: Ledger) -> _Known:
         """The files read and the last batch planned, read at once: each read is a short Spark job
         that mostly waits (on Delta's log, on scheduling), so two threads take about the time of one.
-        The frontiers wait until a batch needs them: a run with nothing to land reads two tables."""
+        The frontiers follow from the files' rows; from a ledger older than their ``max_commit_lsn``,
+        they are read from wal_frontier when a batch first needs them."""
         with ThreadPoolExecutor(max_workers=2) as pool:
             history, planned = pool.submit(ledger.file_rows), pool.submit(ledger.last_planned)
             rows = history.result()
-            return cls(rows, file_states(rows), planned.result(), ledger=ledger)
+            return cls(
+                rows,
+                file_states(rows),
+                planned.result(),
+                ledger=ledger,
+                read_frontiers=frontiers_from_files(rows),
+            )
 
     @classmethod
     def nothing(cls) -> _Known:

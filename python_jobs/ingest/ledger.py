@@ -78,6 +78,7 @@ SCHEMAS: dict[str, StructType] = {
             StructField("rejected", LongType()),
             StructField("control", LongType()),
             StructField("pending", LongType()),
+            StructField("max_commit_lsn", LongType()),
             StructField("done_at", TimestampType()),
         ]
     ),
@@ -253,6 +254,21 @@ class Ledger:
             if row.source_id not in latest or row.batch_id > latest[row.source_id][0]:
                 latest[row.source_id] = (row.batch_id, row.frontier_lsn)
         return {source: lsn for source, (_, lsn) in latest.items()}
+
+
+def frontiers_from_files(file_rows: list[dict]) -> dict[str, int | None] | None:
+    """Per source, its frontier (the greatest commit_lsn it has landed, None before any) from the
+    ``wal_files`` rows alone, as ``wal_frontier``'s latest rows hold it: the job need not read that
+    table. None when a row that landed events lacks its ``max_commit_lsn`` (written before the column
+    was): then only ``wal_frontier`` knows."""
+    frontiers: dict[str, int | None] = {}
+    for row in file_rows:
+        lsn = row.get("max_commit_lsn")
+        if row["landed"] and lsn is None:
+            return None
+        known = frontiers.get(row["source_id"])
+        frontiers[row["source_id"]] = lsn if known is None else known if lsn is None else max(known, lsn)
+    return frontiers
 
 
 def latest_rows(file_rows: list[dict]) -> dict[str, dict]:

@@ -18,7 +18,17 @@ import pytest
 from python_jobs.ingest import cli, job, plan
 from python_jobs.ingest import landing as landing_module
 from python_jobs.ingest.landing import LandingFile, list_files
-from python_jobs.ingest.ledger import BATCHES, EVENTS, FILES, FRONTIER, REJECTS, Ledger, PlannedFile, totals
+from python_jobs.ingest.ledger import (
+    BATCHES,
+    EVENTS,
+    FILES,
+    FRONTIER,
+    REJECTS,
+    Ledger,
+    PlannedFile,
+    frontiers_from_files,
+    totals,
+)
 from python_jobs.lsn import parse_lsn
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "wal2json" / "accounts.jsonl"
@@ -54,7 +64,11 @@ def rows(spark, schema: str, table: str) -> list[dict]:
 
 
 def frontier(spark, schema: str) -> int | None:
-    return Ledger(spark, schema).frontiers().get("src")
+    """The source's frontier as wal_frontier holds it; the job's own, from the wal_files rows, is the same."""
+    ledger = Ledger(spark, schema)
+    recorded = ledger.frontiers()
+    assert frontiers_from_files(ledger.file_rows()) == recorded
+    return recorded.get("src")
 
 
 def test_spark_python_workers_run_the_interpreter_of_the_job(spark):
@@ -96,9 +110,13 @@ def test_fixture_lands_once_and_a_rerun_adds_nothing(spark, landing, schema):
     }
 
 
-def test_a_run_with_nothing_to_land_reads_no_frontier(spark, landing, schema, monkeypatch):
-    """The frontiers are read when a batch needs them: a run with nothing new reads the files done
-    and the last plan, not the frontier table; a run with a new file reads it once, before its batch."""
+def test_the_frontiers_follow_from_the_files_done_not_from_the_frontier_table(
+    spark, landing, schema, monkeypatch
+):
+    """A run reads the files done (each row with the greatest commit_lsn it landed) and the last plan,
+    not wal_frontier, whether it has something to land or not. A ledger whose wal_files rows predate
+    that column (null where events landed) has its frontiers read from wal_frontier, once, before its
+    first batch, and lands the same."""
     lines = FIXTURE.read_text().splitlines(keepends=True)
     (landing / "src" / "0001.jsonl").write_text("".join(lines[:14]))
     ingest(spark, landing, schema)
@@ -107,10 +125,17 @@ def test_a_run_with_nothing_to_land_reads_no_frontier(spark, landing, schema, mo
     monkeypatch.setattr(Ledger, "frontiers", lambda self: read.append(self.schema) or original(self))
     again, _ = ingest(spark, landing, schema)
     assert (again.batches, read) == (0, [])
-    (landing / "src" / "0002.jsonl").write_text("".join(lines[14:]))
+    (landing / "src" / "0002.jsonl").write_text("".join(lines[14:20]))
     more, _ = ingest(spark, landing, schema)
-    assert (more.batches, more.balanced, read) == (1, True, [schema])
-    assert frontier(spark, schema) == LAST_COMMIT
+    assert (more.batches, more.balanced, read) == (1, True, [])
+    landed = [r.max_commit_lsn for r in spark.table(f"{schema}.{FILES}").where("landed > 0").collect()]
+    assert landed and None not in landed
+    # An older ledger: its rows lack the greatest commit_lsn landed.
+    spark.sql(f"update {schema}.{FILES} set max_commit_lsn = null")
+    (landing / "src" / "0003.jsonl").write_text("".join(lines[20:]))
+    last, _ = ingest(spark, landing, schema)
+    assert (last.batches, last.balanced, read) == (1, True, [schema])
+    assert Ledger(spark, schema).frontiers().get("src") == LAST_COMMIT
 
 
 def test_the_last_plan_is_read_from_the_mark_on_its_commit(spark, landing, schema, monkeypatch):
@@ -480,7 +505,7 @@ def test_runs_that_carry_the_ledger_land_as_runs_that_read_it_and_a_failed_run_c
     reads.clear()
     summary, out = ingest(spark, landing, schema, carry=carry)
     assert "resuming an unfinished batch" in out and summary.batches == 1
-    assert sorted(reads) == ["file_rows", "frontiers", "last_planned"]
+    assert sorted(reads) == ["file_rows", "last_planned"]
     ingest(spark, read_landing, read_schema)
 
     def landed(name: str) -> dict[str, list]:
