@@ -261,14 +261,13 @@ def frontiers_from_files(file_rows: list[dict]) -> dict[str, int | None] | None:
     ``wal_files`` rows alone, as ``wal_frontier``'s latest rows hold it: the job need not read that
     table. None when a row that landed events lacks its ``max_commit_lsn`` (written before the column
     was): then only ``wal_frontier`` knows."""
-    frontiers: dict[str, int | None] = {}
+    landed: dict[str, list[int]] = {}
     for row in file_rows:
         lsn = row.get("max_commit_lsn")
         if row["landed"] and lsn is None:
             return None
-        known = frontiers.get(row["source_id"])
-        frontiers[row["source_id"]] = lsn if known is None else known if lsn is None else max(known, lsn)
-    return frontiers
+        landed.setdefault(row["source_id"], []).extend([] if lsn is None else [lsn])
+    return {source: max(lsns, default=None) for source, lsns in landed.items()}
 
 
 def latest_rows(file_rows: list[dict]) -> dict[str, dict]:
