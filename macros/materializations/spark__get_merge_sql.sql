@@ -10,7 +10,8 @@
       touched: `sequin_events` uses it so an assigned `seq` can never change).
 
     Columns are written by name from the target's column list, so source-only helper columns are
-    ignored. Without these configs it behaves like dbt-spark's merge. A run with nothing new
+    ignored. A predicate the model set on its target rows for this run (`merge_target_predicate`)
+    joins the merge condition. Without these configs it behaves like dbt-spark's merge. A run with nothing new
     (`skip_merge_when`) never gets here: the project's incremental materialization stops before it.
 -#}
 {% macro spark__get_merge_sql(target, source, unique_key, dest_columns, incremental_predicates) %}
@@ -30,6 +31,8 @@
         {%- do predicates.append('DBT_INTERNAL_SOURCE.' ~ key ~ ' = DBT_INTERNAL_DEST.' ~ key) -%}
     {%- endfor -%}
     {%- if not predicates -%}{%- do predicates.append('FALSE') -%}{%- endif %}
+    {%- set target_predicate = merge_target_predicate_set() -%}
+    {%- if target_predicate -%}{%- do predicates.append('(' ~ target_predicate ~ ')') -%}{%- endif %}
 
     {{ sql_header if sql_header is not none }}
 

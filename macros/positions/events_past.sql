@@ -1,6 +1,6 @@
 {#-
-    What int_events_consumable (`relation`) holds in the batches past the least one `consumed` lists
-    (consumed_positions), the rows sequin_events' incremental select starts from, in one small query
+    What int_events_consumable (`relation`) holds in the batches past those `consumed` lists
+    (consumed_positions, past_consumed_batches), the rows sequin_events' incremental select starts from, in one small query
     grouped by source: `found`, whether there is any (none: the run has nothing to merge);
     `identity_lookups`, whether any landed with `old_identity` (REPLICA IDENTITY USING INDEX on
     columns other than the key), whose old key the model looks up (none: the lookup, which reads
@@ -22,9 +22,7 @@
             max(struct(commit_lsn, commit_idx)).commit_idx as commit_idx,
             bool_or(old_identity is not null) as identity_lookups
         from {{ relation }}
-        {%- if consumed %}
-            where batch_id > {{ consumed | map(attribute='batch_id') | min }}
-        {%- endif %}
+        where {{ past_consumed_batches(consumed) }}
         group by source_id
     {%- endset -%}
     {%- set rows = run_query(query).rows -%}

@@ -31,8 +31,8 @@
 -#}
 
 {#-
-    Incremental runs read only batches past what each source has consumed (a literal lower bound,
-    so Delta's file statistics on batch_id skip the history) and keep only positions above the
+    Incremental runs read only batches past what each source has consumed (literal bounds,
+    `past_consumed_batches`, so Delta's file statistics skip the history) and keep only positions above the
     source's greatest consumed position. Anything at or below it is a replay or a violation: both
     stay out of this table; sequin_violations reports the second kind. What was consumed rides on
     the table's own Delta commit (`consumed_positions`, `consumed_mark`): no run reads
@@ -43,6 +43,8 @@
 {#- Nothing consumable past the consumed batches: nothing to merge, no merge at all (`skip_merge_when`). -#}
 {%- do skip_merge_when(is_incremental() and not past.found) -%}
 {%- do mark_commits(consumed_mark(consumed, past.positions) if past.found else none) -%}
+{#- Its insert-only merge can match only rows at or past the consumed positions: it reads no others. -#}
+{%- do merge_target_predicate(at_or_past_consumed(consumed, 'DBT_INTERNAL_DEST') if consumed else none) -%}
 {%- set resolve_identities = past.found and past.identity_lookups -%}
 {#- seq's running sums go per range of 2^seq_range_bits bytes of WAL (16 MiB): transactions' tasks. -#}
 {%- set seq_range_bits = var('wal_lake_seq_range_bits', 24) | int -%}
@@ -53,7 +55,7 @@ events as (
 
     select * from {{ ref('int_events_consumable') }}
     {%- if consumed %}
-        where batch_id > {{ consumed | map(attribute='batch_id') | min }}
+        where {{ past_consumed_batches(consumed) }}
     {%- endif %}
 
 ),

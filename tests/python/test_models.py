@@ -701,6 +701,26 @@ def test_sequin_events_reads_what_it_consumed_from_its_own_commit(spark, dbt, sc
     ]
     assert consumed_mark(spark, sequin) == [["src", 2, 200, 0]]
 
+    # A second source that then stays idle: what it consumed stays at its one batch, below the other
+    # source's. Each source is read past its own batch, so a run with nothing new finds nothing (not
+    # the other source's batches past the idle one's) and merges nothing; then the idle source's next
+    # change is read.
+    land(spark, [change(50, 0, "insert", pk=(7,), record=a(7), source="idle")], batch_id=3)
+    land(spark, [change(300, 0, "insert", pk=(3,), record=a(3))], batch_id=4)
+    dbt("run", "-s", "sequin_events")
+    assert consumed_mark(spark, sequin) == [["idle", 3, 50, 0], ["src", 4, 300, 0]]
+    merges = []
+    dbt("run", "-s", "sequin_events", callbacks=[merges_sent(merges)])
+    assert merges == []
+    land(spark, [change(60, 0, "update", pk=(7,), record=a(7, v="b"), source="idle")], batch_id=5)
+    dbt("run", "-s", "sequin_events")
+    later = f"select seq, source_id, commit_lsn, batch_id from {sequin} where seq > 2 order by seq"
+    assert rows(spark, later) == [
+        (3, "idle", 50, 3),
+        (4, "src", 300, 4),
+        (5, "idle", 60, 5),
+    ]
+
 
 def test_sequin_violations_checks_each_batch_once_after_sequin_events_read_it(spark, dbt, schemas):
     """sequin_violations compares only the batches sequin_events read since its last run: a
