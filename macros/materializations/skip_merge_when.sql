@@ -7,21 +7,16 @@
     The caller decides from what it read before rendering (a model reading by seq: no seq past the
     one stamped on its last commit); only an incremental run may skip. Only in a run that writes
     (`writes_this_model`).
-    The mark lives in the manifest's flat graph (`graph`), which the model's rendering and its
-    materialization share, keyed by the invocation as `run_query_once` keys its answers.
+    The mark is an `invocation_mark`: the model's rendering and its materialization share it.
 -#}
 {% macro skip_merge_when(nothing_new) %}
-    {%- if writes_this_model() -%}
-        {%- set marks = graph.setdefault('wal_lake_skipped_merges', {}) -%}
-        {%- do marks.update({model.unique_id: invocation_id if nothing_new else none}) -%}
-        {%- if nothing_new -%}
-            {%- do log(model.name ~ ': nothing new to merge, no merge run', info=false) -%}
-        {%- endif -%}
+    {%- do set_invocation_mark('skipped_merges', true if nothing_new else false) -%}
+    {%- if nothing_new and writes_this_model() -%}
+        {%- do log(model.name ~ ': nothing new to merge, no merge run', info=false) -%}
     {%- endif -%}
 {% endmacro %}
 
 {#- Whether `skip_merge_when` marked this model's merge in this invocation. -#}
 {% macro merge_skipped() %}
-    {%- set marks = graph.get('wal_lake_skipped_merges', {}) -%}
-    {{ return(execute and marks.get(model.unique_id) == invocation_id) }}
+    {{ return(invocation_mark('skipped_merges') == true) }}
 {% endmacro %}

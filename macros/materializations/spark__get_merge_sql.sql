@@ -11,8 +11,9 @@
 
     Columns are written by name from the target's column list, so source-only helper columns are
     ignored. A predicate the model set on its target rows for this run (`merge_target_predicate`)
-    joins the merge condition. Without these configs it behaves like dbt-spark's merge. A run with nothing new
-    (`skip_merge_when`) never gets here: the project's incremental materialization stops before it.
+    joins the merge condition. Without these configs it behaves like dbt-spark's merge. A run with
+    nothing new (`skip_merge_when`) never gets here: the project's incremental materialization
+    stops before it.
 -#}
 {% macro spark__get_merge_sql(target, source, unique_key, dest_columns, incremental_predicates) %}
     {%- set predicates = [] if incremental_predicates is none else [] + incremental_predicates -%}

@@ -1,7 +1,7 @@
 {#-
     What int_events_consumable (`relation`) holds in the batches past those `consumed` lists
-    (consumed_positions, past_consumed_batches), the rows sequin_events' incremental select starts from, in one small query
-    grouped by source: `found`, whether there is any (none: the run has nothing to merge);
+    (consumed_positions, past_consumed_batches), the rows sequin_events' incremental select starts
+    from, in one small query grouped by source: `found`, whether there is any (none: the run has nothing to merge);
     `identity_lookups`, whether any landed with `old_identity` (REPLICA IDENTITY USING INDEX on
     columns other than the key), whose old key the model looks up (none: the lookup, which reads
     the run's states and the whole log, is not planned at all); `positions`, per source the greatest
