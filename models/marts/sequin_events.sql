@@ -32,8 +32,8 @@
 
 {#-
     Incremental runs read only batches past what each source has consumed (literal bounds,
-    `past_consumed_batches`, so Delta's file statistics skip the history) and keep only positions above the
-    source's greatest consumed position. Anything at or below it is a replay or a violation: both
+    `past_consumed_batches`, so Delta's file statistics skip the history) and keep only positions
+    above the source's greatest consumed position. Anything at or below it is a replay or a violation: both
     stay out of this table; sequin_violations reports the second kind. What was consumed rides on
     the table's own Delta commit (`consumed_positions`, `consumed_mark`): no run reads
     the whole log to find it.
