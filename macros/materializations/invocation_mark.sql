@@ -2,7 +2,8 @@
     A value the calling model's rendering leaves for its materialization in this dbt invocation,
     under `kind`: the two share the manifest's flat graph (`graph`), and the invocation id keeps a
     value from reaching a later invocation of the same process. Set only in a run that writes
-    (`writes_this_model`). `skip_merge_when` and `merge_target_predicate` keep theirs here.
+    (`writes_this_model`). `skip_merge_when`, `merge_target_predicate` and `merge_update_expressions`
+    keep theirs here.
 -#}
 {% macro set_invocation_mark(kind, value) %}
     {%- if writes_this_model() -%}

@@ -11,9 +11,10 @@
 
     Columns are written by name from the target's column list, so source-only helper columns are
     ignored. A predicate the model set on its target rows for this run (`merge_target_predicate`)
-    joins the merge condition. Without these configs it behaves like dbt-spark's merge. A run with
-    nothing new (`skip_merge_when`) never gets here: the project's incremental materialization
-    stops before it.
+    joins the merge condition, and expressions it set for some columns (`merge_update_expressions`)
+    replace the source's value in the update branch. Without these configs it behaves like
+    dbt-spark's merge. A run with nothing new (`skip_merge_when`) never gets here: the project's
+    incremental materialization stops before it.
 -#}
 {% macro spark__get_merge_sql(target, source, unique_key, dest_columns, incremental_predicates) %}
     {%- set predicates = [] if incremental_predicates is none else [] + incremental_predicates -%}
@@ -33,6 +34,7 @@
     {%- endfor -%}
     {%- if not predicates -%}{%- do predicates.append('FALSE') -%}{%- endif %}
     {%- set target_predicate = merge_target_predicate_set() -%}
+    {%- set update_expressions = merge_update_expressions_set() or {} -%}
     {%- if target_predicate -%}{%- do predicates.append('(' ~ target_predicate ~ ')') -%}{%- endif %}
 
     {{ sql_header if sql_header is not none }}
@@ -46,7 +48,8 @@
     {%- if do_update %}
     when matched then update set
         {%- for column_name in update_columns %}
-        {{ column_name }} = DBT_INTERNAL_SOURCE.{{ column_name }}{{ ',' if not loop.last }}
+        {%- set expression = update_expressions.get(column_name | replace('`', '')) %}
+        {{ column_name }} = {{ expression or 'DBT_INTERNAL_SOURCE.' ~ column_name }}{{ ',' if not loop.last }}
         {%- endfor %}
     {%- endif %}
     when not matched {%- if delete_column %} and not DBT_INTERNAL_SOURCE.{{ delete_column }}{% endif %} then insert

@@ -10,6 +10,8 @@
       its moved-key steps out when there are none (the common case) and broadcasts a few.
     - key_move_chains: the moves in the range that continue or are continued by another move of
       the same row (`key_move_chains`; empty when none, none when too many to list).
+    - truncates: how many truncates the range holds. source_records lays a run with neither key
+      moves nor truncates over its stored records in the merge instead of reading them first.
       `truncates_void`: whether an arrival before its table's last truncate in the range counts
       for nothing when finding a move's predecessor (source_records drops what a truncate voided;
       record_history keeps every version, so it passes false).
@@ -22,7 +24,7 @@
 {% macro fold_run_bounds(relation, sequin_relation, incremental, truncates_void=true) %}
     {%- if not execute -%}
         {{ return({
-            'consumed': 0, 'upto': 0, 'key_moves': 0, 'key_move_chains': [],
+            'consumed': 0, 'upto': 0, 'key_moves': 0, 'key_move_chains': [], 'truncates': 0,
             'sequin_table_id': none, 'subscriptions': 'none',
         }) }}
     {%- endif -%}
@@ -34,11 +36,15 @@
         {%- endif -%}
         {%- set consumed = stamp.consumed_seq -%}
     {%- endif -%}
-    {#- The range's end and its key moves in one read of one snapshot: nothing newer, upto = consumed. -#}
+    {#-
+        The range's end, its key moves and its truncates in one read of one snapshot: nothing newer,
+        upto = consumed.
+    -#}
     {%- set query -%}
         select
             coalesce(max(seq), {{ consumed }}) as upto,
-            count_if({{ is_key_change() }}) as key_moves
+            count_if({{ is_key_change() }}) as key_moves,
+            count_if(action = 'truncate') as truncates
         from {{ sequin_relation }}
         where seq > {{ consumed }}
     {%- endset -%}
@@ -50,6 +56,7 @@
         'upto': upto,
         'key_moves': key_moves,
         'key_move_chains': key_move_chains(sequin_relation, consumed, upto, truncates_void=truncates_void) if key_moves else [],
+        'truncates': range['truncates'] | int,
         'sequin_table_id': sequin_table_id(sequin_relation),
         'subscriptions': 'none',
     }) }}

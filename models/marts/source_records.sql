@@ -13,6 +13,11 @@
     existing, untouched since a truncate of its table -> truncated
     applied + truncated -> combined -> final
 
+    A run with neither a key move nor a truncate (the common one) reads no `existing`: it folds its
+    touches from nothing, and its merge lays a key's fold over the stored record when all its
+    touches are updates (`lays_over_stored`, `merge_update_expressions`). Same records, one read of
+    this table (the merge's) instead of two.
+
     The rules: the last touch in seq order wins; a delete removes the record; a truncate voids
     every touch of its table before it; a key move ends the old key (a delete touch) and carries
     the old key's record to the new one (`base`); a column an update leaves out keeps its value
@@ -26,11 +31,16 @@
         materialized='incremental',
         incremental_strategy='merge',
         unique_key=['source_id', 'source_schema', 'source_table', 'record_pk'],
-        on_schema_change='fail',
+        on_schema_change='ignore',
         post_hook=["{{ stamp_unwritten_run() }}", "{{ unstamp_consumed_seq() }}"],
         meta={'wal_lake_reads_by_seq': {'reads': 'sequin_events', 'subscriptions': false}},
     )
 }}
+{#-
+    on_schema_change 'ignore': a run laid over the stored records selects `lays_over_stored`, a
+    helper the merge reads and never writes ('fail' would fail such runs). A change of the written
+    columns takes a full refresh.
+-#}
 {%- set incremental = is_incremental() -%}
 {%- set bounds = fold_run_bounds(this, ref('sequin_events'), incremental) -%}
 {#-
@@ -54,6 +64,19 @@
 {%- set broadcast_bases = bounds.key_moves <= var('wal_lake_broadcast_move_bases', 100000) | int %}
 {#- Chains of moves (a row moved twice) resolve in one pass when listed, by recursion otherwise. #}
 {%- set chains = bounds.get('key_move_chains') %}
+{#-
+    No truncate in the run and few key moves: the fold reads of this table only the records of the
+    keys a row moved away from (a move's base starts there), and starts every other key from
+    nothing. The merge lays a key's fold over its stored record when the run sent only updates of
+    it (`lays_over_stored`). Bounds that do not say how many truncates (a unit test's) take the
+    full path.
+-#}
+{%- set over_stored = incremental and broadcast_moves and not bounds.get('truncates', 1) %}
+{%- do merge_update_expressions({
+    'record': 'case when DBT_INTERNAL_SOURCE.lays_over_stored then '
+        ~ overlay_record('DBT_INTERNAL_DEST.record', 'DBT_INTERNAL_SOURCE.record')
+        ~ ' else DBT_INTERNAL_SOURCE.record end',
+} if over_stored else none) -%}
 
 with{% if bounds.key_moves and chains is none %} recursive{% endif %}
 
@@ -94,7 +117,7 @@ live_touches as (
 
 existing as (
 
-    {% if incremental -%}
+    {% if incremental and not over_stored -%}
         select /*+ broadcast(truncates) */
             existing_records.*,
             truncates.truncated_seq
@@ -103,6 +126,22 @@ existing as (
         left join truncates
             on
                 {{ columns_equal('existing_records', 'truncates', table_key) }}
+    {%- elif over_stored and bounds.key_moves -%}
+        -- Only the keys a row moved away from: a move's base starts from their stored record.
+        select /*+ broadcast(moved_from) */
+            existing_records.*,
+            cast(null as bigint) as truncated_seq
+
+        from {{ this }} as existing_records
+        left semi join (
+            select distinct
+                {{ table_key | join(',\n                ') }},
+                old_record_pk as record_pk
+            from live_touches
+            where {{ is_key_change() }}
+        ) as moved_from
+            on
+                {{ columns_equal('existing_records', 'moved_from', record_key) }}
     {%- else -%}
         select
             {%- for column in table_key %}
@@ -191,7 +230,15 @@ flattened as (
                 touches_with_bases.action
             ),
             touches_with_bases.seq
-        ) as last_touch
+        ) as last_touch{% if over_stored %},
+        -- Only updates, each with a record, no base and no stored record read: the merge lays the
+        -- fold over the stored record.
+        bool_and(
+            touches_with_bases.action = 'update'
+            and touches_with_bases.record is not null
+            and touches_with_bases.base is null
+        )
+        and count(starting_records.record_pk) = 0 as lays_over_stored{% endif %}
 
     from touches_with_bases
     left join starting_records
@@ -213,11 +260,16 @@ applied as (
         last_touch.commit_idx as commit_idx,
         last_touch.committed_at as committed_at,
         last_touch.action as action,
+        {%- if over_stored %}
+            lays_over_stored,
+        {%- endif %}
         record is null as is_deleted
 
     from flattened
 
 ),
+
+{%- if not over_stored %}
 
 -- Records a truncate in this run removed and no later touch brought back.
 truncated as (
@@ -243,12 +295,15 @@ truncated as (
         and not existing.is_deleted
 
 ),
+{%- endif %}
 
 combined as (
 
     select * from applied
-    union all
-    select * from truncated
+    {%- if not over_stored %}
+        union all
+        select * from truncated
+    {%- endif %}
 
 ),
 

@@ -376,6 +376,27 @@ MOVED = {
     ("accounts", '["20"]'): a(20, note="toast-20", v="d3"),
 }
 
+# Then a run with no truncate: it lays its updates over the stored records in its merge, and its
+# fold reads only the stored records of the keys a row moved away from.
+LAID_OVER_BATCH = [
+    # two updates over a stored row, the TOASTed note left out of both
+    change(300, 0, "update", pk=(6,), record=a(6, v="f2")),
+    change(300, 1, "update", pk=(6,), record=a(6, v="f3")),
+    change(310, 0, "update", pk=(5,), record=a(5, v="e3")),  # an update over a tombstone
+    change(320, 0, "update", pk=(7,), record=a(7, v="z")),  # an update of a key never seen
+    change(330, 0, "update", pk=(12,), old_pk=(10,), record=a(12, v="k3")),  # a move: 10's note
+    change(340, 0, "delete", pk=(20,), record={"id": "20"}),  # a delete, then an insert
+    change(340, 1, "insert", pk=(20,), record=a(20, v="d4")),
+]
+
+LAID_OVER = {
+    ("accounts", '["5"]'): a(5, v="e3"),
+    ("accounts", '["6"]'): a(6, note="toast-1", v="f3"),
+    ("accounts", '["7"]'): a(7, v="z"),
+    ("accounts", '["12"]'): a(12, note="toast-10", v="k3"),
+    ("accounts", '["20"]'): a(20, v="d4"),
+}
+
 
 def test_key_moves_keep_left_out_columns(spark, dbt, schemas):
     fresh_start(spark, schemas)
@@ -388,7 +409,6 @@ def test_key_moves_keep_left_out_columns(spark, dbt, schemas):
     # The moves in chains (C -> E -> F in this run; A -> B -> C -> E -> F, K -> L -> K and the
     # Debezium row's two moves over the whole log) were listed before the run, not recursed over.
     assert chain_resolution(result) == {"source_records": "2 chained", "record_history": "8 chained"}
-    incremental = all_consumer_records(spark)
 
     # every version of record_history holds the full row
     versions = spark.sql(
@@ -404,6 +424,16 @@ def test_key_moves_keep_left_out_columns(spark, dbt, schemas):
         ).collect()
     }
     assert {("accounts", pk): record for pk, record in current.items()} == MOVED
+
+    land(spark, LAID_OVER_BATCH, batch_id=3)
+    statements = []
+    dbt("run", "-s", *INCREMENTAL, callbacks=[statements_sent(statements)])
+    assert consumer_state(spark) == LAID_OVER
+    (view,) = [s for s in statements if "temporary view source_records__dbt_tmp" in s]
+    assert "left semi join" in view
+    (merge,) = [s for s in statements if re.search(r"merge into \S*source_records\b", s)]
+    assert "DBT_INTERNAL_SOURCE.lays_over_stored" in merge
+    incremental = all_consumer_records(spark)
 
     # Too many chained moves to count (none allowed here): the recursion, with the same result.
     result = dbt("run", "--full-refresh", "-s", *INCREMENTAL, "--vars", "{wal_lake_max_chained_key_moves: 0}")
