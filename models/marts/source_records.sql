@@ -89,16 +89,26 @@ touches as (
 
 truncates as (
 
-    select
-        {{ table_key | join(',\n        ') }},
-        max(seq) as truncated_seq
+    {% if bounds.get('truncates', 1) -%}
+        select
+            {{ table_key | join(',\n            ') }},
+            max(seq) as truncated_seq
 
-    from {{ ref('sequin_events') }}
-    where
-        action = 'truncate'
-        and seq > {{ bounds.consumed }}
-        and seq <= {{ bounds.upto }}
-    group by {{ table_key | join(', ') }}
+        from {{ ref('sequin_events') }}
+        where
+            action = 'truncate'
+            and seq > {{ bounds.consumed }}
+            and seq <= {{ bounds.upto }}
+        group by {{ table_key | join(', ') }}
+    {%- else -%}
+        -- fold_run_bounds counted no truncate in the range: no scan for one.
+        select
+            {%- for column in table_key %}
+                cast(null as string) as {{ column }},
+            {%- endfor %}
+            cast(null as bigint) as truncated_seq
+        where false
+    {%- endif %}
 
 ),
 

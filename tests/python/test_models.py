@@ -387,6 +387,9 @@ LAID_OVER_BATCH = [
     change(330, 0, "update", pk=(12,), old_pk=(10,), record=a(12, v="k3")),  # a move: 10's note
     change(340, 0, "delete", pk=(20,), record={"id": "20"}),  # a delete, then an insert
     change(340, 1, "insert", pk=(20,), record=a(20, v="d4")),
+    # a move from a key with a quote and a backslash
+    change(350, 0, "insert", pk=("x'\\y",), record=a("x'\\y", note="n-x", v="p")),
+    change(350, 1, "update", pk=("z",), old_pk=("x'\\y",), record=a("z", v="p2")),
 ]
 
 LAID_OVER = {
@@ -395,6 +398,7 @@ LAID_OVER = {
     ("accounts", '["7"]'): a(7, v="z"),
     ("accounts", '["12"]'): a(12, note="toast-10", v="k3"),
     ("accounts", '["20"]'): a(20, v="d4"),
+    ("accounts", '["z"]'): a("z", note="n-x", v="p2"),
 }
 
 
