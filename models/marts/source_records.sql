@@ -13,10 +13,11 @@
     existing, untouched since a truncate of its table -> truncated
     applied + truncated -> combined -> final
 
-    A run with neither a key move nor a truncate (the common one) reads no `existing`: it folds its
-    touches from nothing, and its merge lays a key's fold over the stored record when all its
-    touches are updates (`lays_over_stored`, `merge_update_expressions`). Same records, one read of
-    this table (the merge's) instead of two.
+    An incremental run with no truncate (the common one) reads of `existing` only the keys a row
+    moved away from, none when no key moved: it folds every other key's touches from nothing, and
+    its merge lays a key's fold over the stored record when all its touches are updates
+    (`lays_over_stored`, `merge_update_expressions`). Same records, with the table read once in
+    full (by the merge) instead of twice.
 
     The rules: the last touch in seq order wins; a delete removes the record; a truncate voids
     every touch of its table before it; a key move ends the old key (a delete touch) and carries
