@@ -145,11 +145,17 @@ def client(landing: Path) -> dict:
             "errors": {
                 n.node.unique_id: str(n.message)[:1500] for n in nodes if str(n.status) in ("error", "fail")
             },
-            # A model's SQL reads its own table only on its incremental path.
-            "reads_itself": sorted(
+            # The models whose SQL took their incremental path: it reads the model's own table, or
+            # (source_records with no truncate in its run) selects the flag by which its merge lays
+            # the run's updates over the stored records instead.
+            "incremental_sql": sorted(
                 n.node.name
                 for n in nodes
-                if n.node.resource_type == "model" and n.node.relation_name in (n.node.compiled_code or "")
+                if n.node.resource_type == "model"
+                and (
+                    n.node.relation_name in (n.node.compiled_code or "")
+                    or "lays_over_stored" in (n.node.compiled_code or "")
+                )
             ),
         }
         if not result.success:
@@ -253,8 +259,9 @@ def test_ingestion_and_dbt_build_on_the_cluster_give_the_expected_state(tmp_path
     assert steps["unit"]["types"] == ["unit_test"] and steps["unit"]["count"] >= 6, steps["unit"]
     # The build created the incremental models' tables; the second run took the incremental path
     # (consumer_records projects source_records and never reads itself).
-    assert steps["build"]["reads_itself"] == [], steps["build"]
-    assert steps["incremental"]["reads_itself"] == ["sequin_events", "source_records"], steps["incremental"]
+    assert steps["build"]["incremental_sql"] == [], steps["build"]
+    incremental_sql = steps["incremental"]["incremental_sql"]
+    assert incremental_sql == ["sequin_events", "source_records"], steps["incremental"]
 
     # Every query of the build, the unit tests, the incremental run and the other helpers was
     # planned by the Thrift Server before the probe: no window without a partition among them; the
