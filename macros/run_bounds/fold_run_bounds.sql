@@ -10,8 +10,8 @@
       its moved-key steps out when there are none (the common case) and broadcasts a few.
     - key_move_chains: the moves in the range that continue or are continued by another move of
       the same row (`key_move_chains`; empty when none, none when too many to list).
-    - truncates: how many truncates the range holds. source_records lays a run with neither key
-      moves nor truncates over its stored records in the merge instead of reading them first.
+    - truncates: how many truncates the range holds. source_records lays a run with no truncate
+      over its stored records in the merge instead of reading them first.
       `truncates_void`: whether an arrival before its table's last truncate in the range counts
       for nothing when finding a move's predecessor (source_records drops what a truncate voided;
       record_history keeps every version, so it passes false).
