@@ -137,6 +137,15 @@ def statements_sent(found: list):
     return on_event
 
 
+def final_plan_scans(spark, view: str, table: str) -> int:
+    """How many times the plan that ran ``view`` (a temporary view of the session) scanned ``table``:
+    the file scans of its final adaptive plan, where a reused shuffle stands for a scan not run again."""
+    df = spark.table(view)
+    df.collect()
+    final = df._jdf.queryExecution().executedPlan().toString().split("== Initial Plan ==")[0]
+    return final.count(f"FileScan parquet spark_catalog.{table}[")
+
+
 def histories_described(found: list):
     """A dbt callback that adds to ``found`` the table named by each ``describe history`` sent."""
 
@@ -437,6 +446,8 @@ def test_key_moves_keep_left_out_columns(spark, dbt, schemas):
     assert "left semi join" in view
     (merge,) = [s for s in statements if re.search(r"merge into \S*source_records\b", s)]
     assert "DBT_INTERNAL_SOURCE.lays_over_stored" in merge
+    # Its key-move steps read the run's touches again, from one scan of sequin_events (`computed_once`).
+    assert final_plan_scans(spark, "source_records__dbt_tmp", f"{schemas.models}.sequin_events") == 1
     incremental = all_consumer_records(spark)
 
     # Too many chained moves to count (none allowed here): the recursion, with the same result.
