@@ -59,7 +59,12 @@ with{% if bounds.key_moves and chains is none %} recursive{% endif %}
 touches as (
 
     select * from {{ ref('int_record_touches') }}
-    where seq > {{ bounds.consumed }} and seq <= {{ bounds.upto }}
+    where
+        seq > {{ bounds.consumed }} and seq <= {{ bounds.upto }}
+    {%- if reads_held %}
+        -- Read again by the first touches and the key-move steps: one scan (`computed_once`).
+        and {{ computed_once() }}
+    {%- endif %}
 
 ),
 
@@ -123,8 +128,13 @@ truncates as (
             on
                 {{ columns_equal('held_versions', 'first_truncates', table_key) }}
         where
-            first_touches.seq is not null
-            or (first_truncates.seq is not null and held_versions.valid_to_seq is null)
+            (
+                first_touches.seq is not null
+                or (first_truncates.seq is not null and held_versions.valid_to_seq is null)
+            )
+            -- Read by the starting records, the versions it closes and the key-move steps: one scan
+            -- of the table, not two or three (`computed_once`).
+            and {{ computed_once() }}
 
     ),
 
