@@ -70,6 +70,7 @@
             column_name: string, source_type: string, spark_type: string, raw_value: string, converts: boolean,
             reason: string
         >) as rejected
+    from {{ records }}
     where false
     {%- endfor %}
 {%- endmacro %}

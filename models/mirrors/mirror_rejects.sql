@@ -6,7 +6,7 @@
     takes its row away, so a full refresh gives the same table as the runs that built it.
 
     Flow:
-        source_records (seq in (consumed, upto], as the mirrors read it: `mirror_table`)
+        source_records (seq in (consumed, upto], as the mirrors read it: `mirror_table`) -> records
           -> rejected: each touched record's values its mirror cannot convert (`mirror_reject_checks`)
           -> touched:  the records of that range (incremental runs only)
           -> cleared:  this table's rows of touched records whose value is no longer rejected,
@@ -39,9 +39,21 @@
 
 with
 
+records as (
+
+    select * from {{ ref('source_records') }}
+    where
+        seq > {{ bounds.consumed }}
+        and seq <= {{ bounds.upto }}
+        -- Every mirror's checks read these rows, and an incremental run's touched records: one
+        -- scan then (`computed_once`); a full refresh reads each table's rows apart.
+        and {{ computed_once() if is_incremental() else 'true' }}
+
+),
+
 rejected as (
 
-    {{ mirror_reject_checks(ref('source_records'), ref('column_registry'), bounds) }}
+    {{ mirror_reject_checks('records', ref('column_registry'), bounds) }}
 
 ),
 
@@ -76,9 +88,7 @@ rejects as (
             source_table,
             record_pk
 
-        from {{ ref('source_records') }}
-
-        where seq > {{ bounds.consumed }} and seq <= {{ bounds.upto }}
+        from records
 
     ),
 

@@ -148,3 +148,12 @@ def no_codegen_fallback(spark):
             spark.conf.unset(key)
         else:
             spark.conf.set(key, before)
+
+
+def final_plan_scans(spark, view: str, table: str) -> int:
+    """How many times the plan that ran ``view`` (a temporary view of the session) scanned ``table``:
+    the file scans of its final adaptive plan, where a reused shuffle stands for a scan not run again."""
+    df = spark.table(view)
+    df.collect()
+    final = df._jdf.queryExecution().executedPlan().toString().split("== Initial Plan ==")[0]
+    return final.count(f"FileScan parquet spark_catalog.{table}[")

@@ -17,7 +17,7 @@ from datetime import date, datetime
 from decimal import Decimal
 
 import pytest
-from model_helpers import change, land, no_codegen_fallback, reset_raw_tables
+from model_helpers import change, final_plan_scans, land, no_codegen_fallback, reset_raw_tables
 from pyspark.sql.types import VariantVal
 
 from python_jobs import mirrors
@@ -173,6 +173,8 @@ def built(spark, dbt, schemas):
     land(spark, BATCH_2, batch_id=2)
     assert mirrors.generate(spark, schemas.raw) == names  # no new table: the same models
     dbt("run", "-s", *MODELS)
+    # source_records' scans in the incremental mirror_rejects run (its temporary view)
+    rejects_scans = final_plan_scans(spark, "mirror_rejects__dbt_tmp", f"{schemas.models}.source_records")
     stamps = {
         name: stamped_seq(spark, relation)
         for name, relation in [
@@ -191,6 +193,7 @@ def built(spark, dbt, schemas):
         "incremental": incremental,
         "full": snapshot(spark, schemas),
         "stamps": stamps,
+        "rejects_scans": rejects_scans,
     }
 
 
@@ -384,6 +387,12 @@ def test_schema_changes_mid_stream(built):
             "convert are rejected",
         ),
     }
+
+
+def test_rejects_read_the_run_s_records_once(built):
+    # Every mirror's checks and the touched records read the run's source_records rows: one scan
+    # (`computed_once`), not one per mirror and another for the touched records.
+    assert built["rejects_scans"] == 1
 
 
 def test_a_run_with_nothing_for_a_model_still_moves_its_stamp(built):

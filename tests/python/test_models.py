@@ -19,6 +19,7 @@ from model_helpers import (
     all_consumer_records,
     change,
     consumer_state,
+    final_plan_scans,
     land,
     reset_raw_tables,
     set_consumers,
@@ -135,15 +136,6 @@ def statements_sent(found: list):
             found.append(" ".join(event.data.sql.split()))
 
     return on_event
-
-
-def final_plan_scans(spark, view: str, table: str) -> int:
-    """How many times the plan that ran ``view`` (a temporary view of the session) scanned ``table``:
-    the file scans of its final adaptive plan, where a reused shuffle stands for a scan not run again."""
-    df = spark.table(view)
-    df.collect()
-    final = df._jdf.queryExecution().executedPlan().toString().split("== Initial Plan ==")[0]
-    return final.count(f"FileScan parquet spark_catalog.{table}[")
 
 
 def histories_described(found: list):
