@@ -23,6 +23,8 @@
     )
 }}
 {#- on_schema_change 'append_new_columns': a column added here later reaches the existing table. #}
+{#- The greatest batch recorded, read first: Delta skips the earlier batches' files (`recorded_batch`). #}
+{%- set recorded = recorded_batch(this) if is_incremental() else 0 %}
 
 with
 
@@ -32,7 +34,7 @@ landed as (
     where
         column_types is not null
         {%- if is_incremental() %}
-            and batch_id > (select coalesce(max(last_batch_id), 0) from {{ this }})
+            and batch_id > {{ recorded }}
         {%- endif %}
 
 ),
