@@ -62,7 +62,7 @@ touches as (
     where
         seq > {{ bounds.consumed }} and seq <= {{ bounds.upto }}
     {%- if reads_held %}
-        -- Read again by the first touches and the key-move steps: one scan (`computed_once`).
+        -- Read by the first touches, the fold and the key-move steps: one scan (`computed_once`).
         and {{ computed_once() }}
     {%- endif %}
 
