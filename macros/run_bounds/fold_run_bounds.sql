@@ -18,6 +18,9 @@
     - sequin_table_id: what the model stamps beside `upto` (`stamp_consumed_seq`), so the next run
       can tell whether its seq still means the same change (`rebuild_reason`);
       subscriptions 'none': the fold is per source, whatever the consumers subscribe to.
+    - sequin_generation: sequin_events' `table_generation`, read before the range, stamped too.
+      While it is the one the model's stamp holds, no commit came since: the range is empty and
+      nothing is queried (a run with nothing new).
     Only reads: stamping is the model's own step. Zeros when not executing, so the parse renders
     the plan without moves.
 -#}
@@ -25,16 +28,22 @@
     {%- if not execute -%}
         {{ return({
             'consumed': 0, 'upto': 0, 'key_moves': 0, 'key_move_chains': [], 'truncates': 0,
-            'sequin_table_id': none, 'subscriptions': 'none',
+            'sequin_table_id': none, 'subscriptions': 'none', 'sequin_generation': none,
         }) }}
     {%- endif -%}
-    {%- set consumed = 0 -%}
-    {%- if incremental -%}
-        {%- set stamp = seq_stamp(relation) -%}
-        {%- if stamp is none -%}
-            {{ exceptions.raise_compiler_error(relation ~ ' has no stamped commit to continue from') }}
-        {%- endif -%}
-        {%- set consumed = stamp.consumed_seq -%}
+    {%- set stamp = seq_stamp(relation) if incremental else none -%}
+    {%- if incremental and stamp is none -%}
+        {{ exceptions.raise_compiler_error(relation ~ ' has no stamped commit to continue from') }}
+    {%- endif -%}
+    {%- set consumed = stamp.consumed_seq if incremental else 0 -%}
+    {#- Before the range is read: a commit between the two makes the next run ask again. -#}
+    {%- set generation = table_generation(sequin_relation) -%}
+    {%- set table_id = sequin_table_id(sequin_relation) -%}
+    {%- if incremental and stamp.sequin_generation == generation and stamp.sequin_table_id == table_id -%}
+        {{ return({
+            'consumed': consumed, 'upto': consumed, 'key_moves': 0, 'key_move_chains': [], 'truncates': 0,
+            'sequin_table_id': table_id, 'subscriptions': 'none', 'sequin_generation': generation,
+        }) }}
     {%- endif -%}
     {#-
         The range's end, its key moves and its truncates in one read of one snapshot: nothing newer,
@@ -57,7 +66,8 @@
         'key_moves': key_moves,
         'key_move_chains': key_move_chains(sequin_relation, consumed, upto, truncates_void=truncates_void) if key_moves else [],
         'truncates': range['truncates'] | int,
-        'sequin_table_id': sequin_table_id(sequin_relation),
+        'sequin_table_id': table_id,
         'subscriptions': 'none',
+        'sequin_generation': generation,
     }) }}
 {% endmacro %}
