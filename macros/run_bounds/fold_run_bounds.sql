@@ -39,7 +39,8 @@
     {#- Before the range is read: a commit between the two makes the next run ask again. -#}
     {%- set generation = table_generation(sequin_relation) -%}
     {%- set table_id = sequin_table_id(sequin_relation) -%}
-    {%- if incremental and stamp.sequin_generation == generation and stamp.sequin_table_id == table_id -%}
+    {%- set unchanged = incremental and generation is not none and stamp.sequin_generation == generation -%}
+    {%- if unchanged and stamp.sequin_table_id == table_id -%}
         {{ return({
             'consumed': consumed, 'upto': consumed, 'key_moves': 0, 'key_move_chains': [], 'truncates': 0,
             'sequin_table_id': table_id, 'subscriptions': 'none', 'sequin_generation': generation,
