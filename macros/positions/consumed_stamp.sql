@@ -10,9 +10,11 @@
 {#-
     The mark of a run that consumed `past` (events_past's positions: per source, the greatest
     batch and position it read) on top of `consumed` (what the table held before): per source, the
-    greater of the two. A JSON list of [source_id, batch_id, commit_lsn, commit_idx].
+    greater of the two. A JSON list of [source_id, batch_id, commit_lsn, commit_idx], then
+    `@` and `generation` when there is one (consumable_generation, read before `past` was:
+    consumed_generation reads it back).
 -#}
-{% macro consumed_mark(consumed, past) %}
+{% macro consumed_mark(consumed, past, generation=none) %}
     {%- set by_source = {} -%}
     {%- for row in (consumed | list) + (past | list) -%}
         {%- set position = [row.batch_id | int, row.commit_lsn | int, row.commit_idx | int] -%}
@@ -28,7 +30,7 @@
     {%- for source_id in by_source | sort -%}
         {%- do rows.append([source_id] + by_source[source_id]) -%}
     {%- endfor -%}
-    {{ return(consumed_mark_prefix() ~ (rows | tojson)) }}
+    {{ return(consumed_mark_prefix() ~ (rows | tojson) ~ ('@' ~ generation if generation else '')) }}
 {% endmacro %}
 
 {#-
@@ -64,12 +66,23 @@
         {{ return(none) }}
     {%- endif -%}
     {%- set rows = [] -%}
-    {%- for source_id, batch_id, commit_lsn, commit_idx in fromjson(payload) -%}
+    {%- for source_id, batch_id, commit_lsn, commit_idx in fromjson(payload.rpartition(']')[0] ~ ']') -%}
         {%- do rows.append({
             'source_id': source_id, 'batch_id': batch_id, 'commit_lsn': commit_lsn, 'commit_idx': commit_idx
         }) -%}
     {%- endfor -%}
     {{ return(rows) }}
+{% endmacro %}
+
+{#-
+    The generation on sequin_events' (`relation`) newest marked commit (consumed_mark's, after
+    the positions): what int_events_consumable read had as of that run (consumable_generation).
+    None when the mark has none or no commit can be trusted (consumed_stamp).
+-#}
+{% macro consumed_generation(relation) %}
+    {%- set payload = marked_commit(relation, consumed_mark_prefix()) -%}
+    {%- set generation = payload.rpartition(']')[2] if payload is not none else '' -%}
+    {{ return(generation[1:] if generation.startswith('@') else none) }}
 {% endmacro %}
 
 {#-

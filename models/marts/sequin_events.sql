@@ -39,10 +39,19 @@
     the whole log to find it.
 -#}
 {%- set consumed = consumed_positions(this) if is_incremental() else [] -%}
-{%- set past = events_past(ref('int_events_consumable'), consumed) -%}
+{#-
+    The landed tables' generation, read before what is past the consumed batches is: when it is the
+    one on the last mark, nothing landed since, and nothing is asked (`consumable_generation`).
+-#}
+{%- set generation = consumable_generation() -%}
+{%- set unchanged = is_incremental() and generation is not none and generation == consumed_generation(this) -%}
+{%- set past = {'found': false, 'identity_lookups': false, 'positions': []} if unchanged
+    else events_past(ref('int_events_consumable'), consumed) -%}
 {#- Nothing consumable past the consumed batches: nothing to merge, no merge at all (`skip_merge_when`). -#}
 {%- do skip_merge_when(is_incremental() and not past.found) -%}
-{%- do mark_commits(consumed_mark(consumed, past.positions) if past.found else none) -%}
+{#- A run that found nothing still marks a new generation (on a commit of its own: stamp_unwritten_run). -#}
+{%- set marks = past.found or (generation is not none and not unchanged) -%}
+{%- do mark_commits(consumed_mark(consumed, past.positions, generation) if marks else none) -%}
 {#- Its insert-only merge can match only rows at or past the consumed positions: it reads no others. -#}
 {%- do merge_target_predicate(at_or_past_consumed(consumed, 'DBT_INTERNAL_DEST') if consumed else none) -%}
 {%- set resolve_identities = past.found and past.identity_lookups -%}
