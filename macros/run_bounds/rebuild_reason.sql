@@ -15,7 +15,7 @@
             read_relation.identifier ~ ' is not the table its last run read (rebuilt since, so seq was'
             ~ ' renumbered, or a warehouse of an earlier version)'
         ) }}
-    {%- elif stamp.subscriptions != subscriptions_fingerprint(subscriptions_relation) -%}
+    {%- elif stamp.subscriptions != subscriptions_fingerprint(subscriptions_relation, relation) -%}
         {{ return('the consumers seed changed since its last run') }}
     {%- endif -%}
     {{ return('') }}

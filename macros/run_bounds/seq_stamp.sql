@@ -28,15 +28,16 @@
 
 {#-
     A commit's user metadata as the stamp `stamp_consumed_seq` wrote (`consumed_seq`, an int;
-    `sequin_table_id`, `subscriptions` and `sequin_generation`, none when absent); none when it is
-    not a stamp.
+    `sequin_table_id`, `subscriptions`, `sequin_generation` and `subscriptions_generation`, none
+    when absent); none when it is not a stamp.
 -#}
 {% macro parse_seq_stamp(metadata) %}
     {%- if not metadata or not metadata.startswith('wal_lake.consumed_seq=') -%}
         {{ return(none) }}
     {%- endif -%}
     {%- set stamp = {
-        'consumed_seq': none, 'sequin_table_id': none, 'subscriptions': none, 'sequin_generation': none
+        'consumed_seq': none, 'sequin_table_id': none, 'subscriptions': none, 'sequin_generation': none,
+        'subscriptions_generation': none,
     } -%}
     {%- for field in metadata.removeprefix('wal_lake.').split(',') -%}
         {%- set name, value = field.split('=', 1) if '=' in field else (field, none) -%}

@@ -262,11 +262,25 @@ def test_rerun_without_new_events_reads_each_history_once(built):
         assert described.count(model) == 1, described
 
 
+def test_rerun_without_new_events_reads_nothing_landed(built):
+    # sequin_events' mark holds the landed tables' generation (consumable_generation), and neither
+    # has had a commit since: nothing landed, and nothing is asked of them.
+    sent = built["noop_statements"]
+    assert not [s for s in sent if re.search(r"\bint_events_consumable\b", s)], sent
+
+
 def test_rerun_without_new_events_reads_no_range_of_sequin_events(built):
     # source_records stamped sequin_events' generation (table_generation) beside its seq, and
     # sequin_events has had no commit since: its range is known to be empty without reading it.
     sent = built["noop_statements"]
     assert not [s for s in sent if re.search(r"\bfrom \S*\bsequin_events\b", s)], sent
+
+
+def test_rerun_without_new_events_reads_no_subscriptions(built):
+    # consumer_records stamped the subscriptions' generation (subscriptions_generation) beside their
+    # fingerprint, and the consumers seed has had no commit since: the stamp's fingerprint holds.
+    sent = built["noop_statements"]
+    assert not [s for s in sent if re.search(r"\bint_consumer_subscriptions\b", s)], sent
 
 
 def test_consumer_records_hold_exactly_the_live_rows(built):
@@ -711,7 +725,8 @@ def consumed_mark(spark, relation: str) -> list | None:
     for row in spark.sql(f"describe history {relation} limit 50").collect():
         metadata = row.userMetadata or ""
         if metadata.startswith("wal_lake.consumed_positions="):
-            return json.loads(metadata.split("=", 1)[1])
+            positions = metadata.split("=", 1)[1]
+            return json.loads(positions[: positions.rindex("]") + 1])  # then @ and the generation
     return None
 
 
