@@ -18,5 +18,5 @@
             database=table.database, schema=table.schema, identifier=table.identifier, type='table'
         ))) -%}
     {%- endfor -%}
-    {{ return(generations | join('/')) }}
+    {{ return(none if none in generations else generations | join('/')) }}
 {% endmacro %}

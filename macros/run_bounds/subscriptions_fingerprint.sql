@@ -53,5 +53,5 @@
             database=node.database, schema=node.schema, identifier=node.alias, type='table'
         ))) -%}
     {%- endfor -%}
-    {{ return(parts | join('/')) }}
+    {{ return(none if none in parts else parts | join('/')) }}
 {% endmacro %}
