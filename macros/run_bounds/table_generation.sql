@@ -11,6 +11,10 @@
         {{ return(none) }}
     {%- endif -%}
     {%- set detail = run_query_once('describe detail ' ~ real_table(relation)).rows[0] -%}
+    {%- if detail['lastModified'] is none -%}
+        {#- Not a Delta table (a seed written as Parquet): nothing vouches for it, and it is read. -#}
+        {{ return(none) }}
+    {%- endif -%}
     {{ return(
         detail['lastModified'].strftime('%Y%m%d%H%M%S%f') ~ '.' ~ (detail['numFiles'] | int)
         ~ '.' ~ (detail['sizeInBytes'] | int)
