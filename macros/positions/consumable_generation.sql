@@ -10,13 +10,7 @@
     {%- if not execute or model.resource_type != 'model' -%}
         {{ return(none) }}
     {%- endif -%}
-    {%- set generations = [] -%}
-    {%- for name in ['wal_events', 'wal_frontier'] -%}
-        {%- set table = graph.sources.values() | selectattr('source_name', 'equalto', 'wal')
-            | selectattr('name', 'equalto', name) | first -%}
-        {%- do generations.append(table_generation(api.Relation.create(
-            database=table.database, schema=table.schema, identifier=table.identifier, type='table'
-        ))) -%}
-    {%- endfor -%}
-    {{ return(none if none in generations else generations | join('/')) }}
+    {%- set landed = graph.sources.values() | selectattr('source_name', 'equalto', 'wal')
+        | selectattr('name', 'in', ['wal_events', 'wal_frontier']) | sort(attribute='name') | list -%}
+    {{ return(nodes_generation(landed)) }}
 {% endmacro %}

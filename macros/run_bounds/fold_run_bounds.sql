@@ -41,24 +41,22 @@
     {%- set table_id = sequin_table_id(sequin_relation) -%}
     {%- set unchanged = incremental and generation is not none and stamp.sequin_generation == generation -%}
     {%- if unchanged and stamp.sequin_table_id == table_id -%}
-        {{ return({
-            'consumed': consumed, 'upto': consumed, 'key_moves': 0, 'key_move_chains': [], 'truncates': 0,
-            'sequin_table_id': table_id, 'subscriptions': 'none', 'sequin_generation': generation,
-        }) }}
+        {%- set range = {'upto': consumed, 'key_moves': 0, 'truncates': 0} -%}
+    {%- else -%}
+        {#-
+            The range's end, its key moves and its truncates in one read of one snapshot: nothing
+            newer, upto = consumed.
+        -#}
+        {%- set query -%}
+            select
+                coalesce(max(seq), {{ consumed }}) as upto,
+                count_if({{ is_key_change() }}) as key_moves,
+                count_if(action = 'truncate') as truncates
+            from {{ sequin_relation }}
+            where seq > {{ consumed }}
+        {%- endset -%}
+        {%- set range = run_query(query).rows[0] -%}
     {%- endif -%}
-    {#-
-        The range's end, its key moves and its truncates in one read of one snapshot: nothing newer,
-        upto = consumed.
-    -#}
-    {%- set query -%}
-        select
-            coalesce(max(seq), {{ consumed }}) as upto,
-            count_if({{ is_key_change() }}) as key_moves,
-            count_if(action = 'truncate') as truncates
-        from {{ sequin_relation }}
-        where seq > {{ consumed }}
-    {%- endset -%}
-    {%- set range = run_query(query).rows[0] -%}
     {%- set upto = range['upto'] | int -%}
     {%- set key_moves = range['key_moves'] | int -%}
     {{ return({

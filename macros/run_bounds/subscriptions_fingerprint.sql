@@ -43,15 +43,14 @@
     {%- if view is not defined or view is none -%}
         {{ return(none) }}
     {%- endif -%}
-    {%- set parts = [view.checksum.checksum[:16]] -%}
+    {%- set inputs = [] -%}
     {%- for input in view.depends_on.nodes -%}
         {%- set node = graph.nodes.get(input) -%}
         {%- if node is none or node.config.materialized not in ('seed', 'table', 'incremental') -%}
             {{ return(none) }}
         {%- endif -%}
-        {%- do parts.append(table_generation(api.Relation.create(
-            database=node.database, schema=node.schema, identifier=node.alias, type='table'
-        ))) -%}
+        {%- do inputs.append(node) -%}
     {%- endfor -%}
-    {{ return(none if none in parts else parts | join('/')) }}
+    {%- set tables = nodes_generation(inputs) -%}
+    {{ return(none if tables is none else view.checksum.checksum[:16] ~ '/' ~ tables) }}
 {% endmacro %}

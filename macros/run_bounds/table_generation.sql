@@ -20,3 +20,18 @@
         ~ '.' ~ (detail['sizeInBytes'] | int)
     ) }}
 {% endmacro %}
+
+{#-
+    `table_generation` of each table the graph `nodes` name (sources by their identifier, seeds and
+    models by their alias), joined by `/`; none when any of them has none.
+-#}
+{% macro nodes_generation(nodes) %}
+    {%- set generations = [] -%}
+    {%- for node in nodes -%}
+        {%- do generations.append(table_generation(api.Relation.create(
+            database=node.database, schema=node.schema, type='table',
+            identifier=node.identifier if node.resource_type == 'source' else node.alias,
+        ))) -%}
+    {%- endfor -%}
+    {{ return(none if none in generations else generations | join('/')) }}
+{% endmacro %}
