@@ -22,8 +22,10 @@ FORMATS = (FORMAT_AUTO, FORMAT_WAL2JSON, FORMAT_DEBEZIUM)
 
 # Landing text (new files, as stored) per batch by default. A batch parses, frames and caches all of its
 # lines at once, so its memory grows with it; this keeps a backlog of any size within a 4 GB driver
-# (a 6.5 GB landing zone in one batch ran it out of heap). About 800k wal2json changes per batch.
-DEFAULT_MAX_BATCH_BYTES = 512 * 2**20
+# (a 6.5 GB landing zone in one batch ran it out of heap; batches of 1 GiB ran with no full GC). About
+# 1.5M wal2json changes per batch. A batch also pays a fixed cost (commits, plans, broadcasts), so
+# fewer, larger batches land a backlog faster (BENCHMARKS.md, "Memory and batch size").
+DEFAULT_MAX_BATCH_BYTES = 1024 * 2**20
 
 
 def plan_new_batch(
