@@ -13,15 +13,15 @@
     select * from values
         {%- for mirror, position, column in rows %}
         (
-            '{{ mirror.source_id | replace("'", "''") }}',
-            '{{ mirror.source_schema | replace("'", "''") }}',
-            '{{ mirror.source_table | replace("'", "''") }}',
-            '{{ mirror.relation }}',
+            {{ sql_string(mirror.source_id) }},
+            {{ sql_string(mirror.source_schema) }},
+            {{ sql_string(mirror.source_table) }},
+            {{ sql_string(mirror.relation) }},
             {{ position }},
-            '{{ column.name | replace("'", "''") }}',
-            '{{ column.source_type | replace("'", "''") }}',
-            '{{ column.spark_type }}',
-            {{ "'" ~ column.note | replace("'", "''") ~ "'" if column.note else 'cast(null as string)' }}
+            {{ sql_string(column.name) }},
+            {{ sql_string(column.source_type) }},
+            {{ sql_string(column.spark_type) }},
+            {{ sql_string(column.note) if column.note else 'cast(null as string)' }}
         ){{ ',' if not loop.last }}
         {%- endfor %}
         as mirror_column (

@@ -18,7 +18,7 @@
             ) }}
         {%- endif -%}
     {%- else -%}
-        {%- set literal = "'" ~ expected | replace('\\', '\\\\') | replace("'", "\\'") ~ "'" -%}
+        {%- set literal = sql_string(expected) -%}
         {{ log(relation ~ ': records that it mirrors ' ~ expected, info=true) }}
         {%- do run_query('alter table ' ~ relation ~ " set tblproperties ('wal_lake.mirror_of' = " ~ literal ~ ')') -%}
     {%- endfor -%}

@@ -8,7 +8,7 @@
 -#}
 {% macro mirror_column_value(column, convert=none) -%}
     {%- set convert = convert or mirror_value -%}
-    {%- set raw = "record['" ~ column.name | replace("'", "''") ~ "']" -%}
+    {%- set raw = 'record[' ~ sql_string(column.name) ~ ']' -%}
     {%- set encoded = [] -%}
     {%- for type in column.types if (connect_encoding(type.source_type) or {}).get('encoding', 'text') != 'text' -%}
         {%- do encoded.append(type) -%}

@@ -3,9 +3,9 @@
     bounds.upto] (`records_run_bounds`): what a mirror applies and mirror_rejects checks.
 -#}
 {% macro mirror_range(source_id, source_schema, source_table, bounds) -%}
-    source_id = '{{ source_id | replace("'", "''") }}'
-    and source_schema = '{{ source_schema | replace("'", "''") }}'
-    and source_table = '{{ source_table | replace("'", "''") }}'
+    source_id = {{ sql_string(source_id) }}
+    and source_schema = {{ sql_string(source_schema) }}
+    and source_table = {{ sql_string(source_table) }}
     and seq > {{ bounds.consumed }}
     and seq <= {{ bounds.upto }}
 {%- endmacro %}

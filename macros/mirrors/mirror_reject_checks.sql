@@ -30,7 +30,7 @@
         source_id,
         source_schema,
         source_table,
-        '{{ mirror.relation }}' as mirror_relation,
+        {{ sql_string(mirror.relation) }} as mirror_relation,
         record_pk,
         seq,
         commit_lsn_text,
@@ -38,11 +38,11 @@
         explode(filter(
             array(
                 {%- for column in checked %}
-                {%- set raw = "record['" ~ column.name | replace("'", "''") ~ "']" %}
+                {%- set raw = 'record[' ~ sql_string(column.name) ~ ']' %}
                 named_struct(
-                    'column_name', '{{ column.name | replace("'", "''") }}',
-                    'source_type', '{{ column.source_type | replace("'", "''") }}',
-                    'spark_type', '{{ column.spark_type }}',
+                    'column_name', {{ sql_string(column.name) }},
+                    'source_type', {{ sql_string(column.source_type) }},
+                    'spark_type', {{ sql_string(column.spark_type) }},
                     'raw_value', {{ raw }},
                     'converts', {{ mirror_column_value(column) }} is not null,
                     'reason', {{ mirror_column_value(column, mirror_reject_reason) }}

@@ -48,7 +48,7 @@
         {%- if encoding == 'postgres' %}
         else 'does not convert to {{ type }}'
         {%- else %}
-        else concat('does not convert from ', '{{ (source_type or '') | replace("'", "''") }}', ' to {{ type }}')
+        else concat('does not convert from ', {{ sql_string(source_type or '') }}, ' to {{ type }}')
         {%- endif %}
     end
 {%- endmacro %}

@@ -8,7 +8,7 @@
 -#}
 {% macro at_or_past_consumed(consumed, alias) -%}
     {%- for row in consumed | sort(attribute='source_id') %}
-        {{ 'or ' if not loop.first }}({{ alias }}.source_id = '{{ row.source_id | replace("'", "''") }}'
+        {{ 'or ' if not loop.first }}({{ alias }}.source_id = {{ sql_string(row.source_id) }}
             and {{ alias }}.commit_lsn >= {{ row.commit_lsn }})
     {%- endfor %}
 {%- endmacro %}

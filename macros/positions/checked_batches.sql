@@ -42,8 +42,7 @@
 {% macro batch_ranges_relation(ranges) %}
     {%- set rows = [] -%}
     {%- for range in ranges or [{'source_id': '', 'after': 0, 'through': 0}] -%}
-        {%- set source_id = range.source_id | replace('\\', '\\\\') | replace("'", "\\'") -%}
-        {%- do rows.append("('" ~ source_id ~ "', " ~ range.after ~ 'L, ' ~ range.through ~ 'L)') -%}
+        {%- do rows.append('(' ~ sql_string(range.source_id) ~ ', ' ~ range.after ~ 'L, ' ~ range.through ~ 'L)') -%}
     {%- endfor -%}
     {{ return(
         'select * from values ' ~ rows | join(', ') ~ ' as batch_ranges (source_id, after_batch, through_batch)'

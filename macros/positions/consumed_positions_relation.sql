@@ -4,7 +4,7 @@
         select * from values
         {%- for row in rows %}
             (
-                '{{ row.source_id | replace("'", "''") }}',
+                {{ sql_string(row.source_id) }},
                 cast({{ row.batch_id }} as bigint),
                 cast({{ row.commit_lsn }} as bigint),
                 {{ row.commit_idx }}

@@ -13,7 +13,7 @@
         (
             batch_id > {{ newest }}
             {%- for row in consumed | sort(attribute='source_id') if row.batch_id | int < newest %}
-                or (source_id = '{{ row.source_id | replace("'", "''") }}' and batch_id > {{ row.batch_id }})
+                or (source_id = {{ sql_string(row.source_id) }} and batch_id > {{ row.batch_id }})
             {%- endfor %}
         )
     {%- endif -%}

@@ -24,7 +24,10 @@ from python_jobs import mirrors
 
 MODELS = ("+source_records", "column_registry", "tag:mirror", "mirror_tables", "mirror_rejects")
 ODD = "src__sales_dept__order_lines"
-ODD_TYPES = {"Order Id": "integer", 'Qty "x"': "integer"}
+# A quote and a backslash in a name: Spark reads `\t` in a string literal as a tab, so the name must be
+# escaped for SQL, not only its quotes doubled.
+NOTE = "Note's \\t"
+ODD_TYPES = {"Order Id": "integer", 'Qty "x"': "integer", NOTE: "text"}
 
 
 def odd(lsn, idx, pk, qty):
@@ -35,7 +38,7 @@ def odd(lsn, idx, pk, qty):
         table="Order.Lines",
         pk=(pk,),
         key_columns=("Order Id",),
-        record={"Order Id": str(pk), 'Qty "x"': str(qty)},
+        record={"Order Id": str(pk), 'Qty "x"': str(qty), NOTE: f"{qty} o'clock \\t"},
         types=ODD_TYPES,
     )
     return {**row, "source_schema": "Sales Dept"}
@@ -223,13 +226,14 @@ def test_odd_names_get_a_mirror_and_fail_nothing(built):
     assert {k: v for k, v in odd_mirror["types"].items() if not k.startswith("_")} == {
         "Order Id": "int",
         'Qty "x"': "int",
+        NOTE: "string",
     }
     assert {k: values(v) for k, v in odd_mirror["rows"].items()} == {
-        '["1"]': {"Order Id": 1, 'Qty "x"': 5},
-        '["2"]': {"Order Id": 2, 'Qty "x"': 6},
+        '["1"]': {"Order Id": 1, 'Qty "x"': 5, NOTE: "5 o'clock \\t"},
+        '["2"]': {"Order Id": 2, 'Qty "x"': 6, NOTE: "6 o'clock \\t"},
     }
     catalog = {(r[2], r[4]) for r in built["incremental"]["catalog"] if r[3].endswith(ODD)}
-    assert catalog == {("Order.Lines", "Order Id"), ("Order.Lines", 'Qty "x"')}
+    assert catalog == {("Order.Lines", "Order Id"), ("Order.Lines", 'Qty "x"'), ("Order.Lines", NOTE)}
     assert values(built["first"]["src__public__plain"]["rows"]['["1"]'])["note"] == "still built"
 
 
