@@ -19,8 +19,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, wraps
+from typing import TypeVar
 
+from pyspark import SparkContext
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
@@ -33,6 +35,31 @@ from pyspark.sql.types import (
     StructType,
     TimestampType,
 )
+
+T = TypeVar("T")
+
+
+def built_once(build: Callable[[], T]) -> Callable[[], T]:
+    """``build`` (Columns made from column names alone) called once per Spark application, its result
+    reused by every batch's transform.
+
+    Each Column is made by calls to the JVM (a few thousand for a wal2json transform, about half of
+    the time a small batch spends building it). A Column names columns and functions and is bound to
+    no DataFrame: Spark turns it into an expression afresh each time a DataFrame uses it, so one
+    Column serves any number of plans, two sides of one join included."""
+    built: dict[str, T] = {}
+
+    @wraps(build)
+    def cached() -> T:
+        context = SparkContext._active_spark_context
+        app = context.applicationId if context is not None else ""
+        if app not in built:
+            built.clear()  # a Column of a stopped application is of no use to the next one
+            built[app] = build()
+        return built[app]
+
+    return cached
+
 
 # Values of wal_events.action (docs/landed_tables.md).
 ACTION_INSERT = "insert"

@@ -39,6 +39,7 @@ from python_jobs.ingest.changeset import (
     KIND_EVENT,
     KIND_REJECT,
     ChangeSet,
+    built_once,
     number_files,
     split_classified,
 )
@@ -69,6 +70,14 @@ STANDALONE_IDX = -1
 
 def _events(parsed: DataFrame) -> DataFrame:
     """Lines that land, fully parsed and framed -> the events (EVENTS_SCHEMA's columns)."""
+    maps, keys, columns = _event_columns()
+    return parsed.select("*", *maps).select("*", *keys).select(*columns)
+
+
+@built_once
+def _event_columns() -> tuple[list[Column], list[Column], list[Column]]:
+    """``_events``' three projections: the record's and the identity's maps, the keys read from them,
+    then the event's columns."""
     r = F.col("r")
     code = F.col("code")
     standalone = F.col("non_tx_message")
@@ -80,13 +89,11 @@ def _events(parsed: DataFrame) -> DataFrame:
     # `when`, and each is read by several of the event's columns (a map built three times a row).
     record, identity = F.col("_record"), F.col("_identity")
     old_key, new_key = F.col("_old_key"), F.col("_new_key")
-    with_maps = parsed.select(
-        "*", values_map(values_src).alias("_record"), values_map(r["identity"]).alias("_identity")
-    ).select(
-        "*",
+    maps = [values_map(values_src).alias("_record"), values_map(r["identity"]).alias("_identity")]
+    keys = [
         F.when(keyed, key_text(r["pk"], identity)).alias("_old_key"),
         F.when(keyed, key_text(r["pk"], record)).alias("_new_key"),
-    )
+    ]
     no_names = F.array().cast(ArrayType(StringType()))
     identity_has_non_key = (
         F.size(F.array_except(column_names(r["identity"]), F.coalesce(pk_names, no_names))) > 0
@@ -102,11 +109,11 @@ def _events(parsed: DataFrame) -> DataFrame:
     action = F.when(code == CODE_INSERT, F.lit(ACTION_INSERT))
     for wal_code, name in list(ACTIONS.items())[1:]:
         action = action.when(code == wal_code, F.lit(name))
-    return with_maps.select(
-        "source_id",
+    columns = [
+        F.col("source_id"),
         # A non-transactional message's own position, (its lsn, STANDALONE_IDX), is set in _classified.
-        "commit_lsn",
-        "commit_idx",
+        F.col("commit_lsn"),
+        F.col("commit_idx"),
         F.col("lsn_value").alias("change_lsn"),
         F.col("xid_value").alias("xid"),
         F.try_to_timestamp(F.when(standalone, r["timestamp"]).otherwise(F.col("commit_ts"))).alias(
@@ -129,9 +136,10 @@ def _events(parsed: DataFrame) -> DataFrame:
         F.when(unresolved, identity).alias("old_identity"),
         F.when(is_row, types_map(values_src)).alias("column_types"),
         F.lit(FORMAT_WAL2JSON).alias("source_format"),
-        "landing_file",
-        "landing_line",
-    )
+        F.col("landing_file"),
+        F.col("landing_line"),
+    ]
+    return maps, keys, columns
 
 
 def _classified(lines: DataFrame) -> tuple[DataFrame, DataFrame]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from python_jobs.ingest.changeset import KIND_CONTROL, KIND_EVENT, KIND_PENDING, KIND_REJECT
+from python_jobs.ingest.changeset import KIND_CONTROL, KIND_EVENT, KIND_PENDING, KIND_REJECT, built_once
 from python_jobs.ingest.wal2json_records import CHANGE_CODES, CODE_BEGIN, CODE_COMMIT, parse_framing
 
 REASON_OUTSIDE = "change outside a transaction"
@@ -40,26 +40,36 @@ def number_in_files(lines: DataFrame) -> DataFrame:
     source's earlier files carry in (their ``B`` records, the open transaction's counts) from a
     per-file summary of this frame, which therefore is read twice: the job persists it
     (``ChangeSet.upstream``) so that each line is parsed once."""
+    counts, at_begin, since = _file_count_columns()
+    counted = parse_framing(lines).select("*", *counts)
+    # Whole projections rather than a column at a time: each step of a DataFrame is analysed when it
+    # is made, and a batch builds its transform anew (a small batch's fixed cost).
+    kept = [c for c in counted.columns if c not in ("_commits", "_changes")]
+    return counted.select("*", at_begin).select(*kept, *since)
+
+
+@built_once
+def _file_count_columns() -> tuple[list[Column], Column, list[Column]]:
+    """``number_in_files``' columns: the running counts over the file, the counts at its latest ``B``,
+    and the counts since that ``B``."""
     running = (
         Window.partitionBy("source_id", "landing_file")
         .orderBy("landing_line")
         .rowsBetween(Window.unboundedPreceding, 0)
     )
-    counted = parse_framing(lines).select(
-        "*",
+    counts = [
         F.sum(_is_begin().cast("int")).over(running).alias("file_txn"),
         F.sum(_is_commit().cast("int")).over(running).alias("_commits"),
         F.sum(_counts_as_change().cast("int")).over(running).alias("_changes"),
-    )
+    ]
     # The counts at the latest B, over the same window (no second sort): subtracted, they leave the
     # counts inside the line's transaction.
     at_begin = F.last(F.when(_is_begin(), F.struct("_commits", "_changes")), ignorenulls=True).over(running)
-    return (
-        counted.withColumn("_at_begin", at_begin)
-        .withColumn("since_commits", F.col("_commits") - F.coalesce(F.col("_at_begin._commits"), F.lit(0)))
-        .withColumn("since_changes", F.col("_changes") - F.coalesce(F.col("_at_begin._changes"), F.lit(0)))
-        .drop("_commits", "_changes", "_at_begin")
-    )
+    since = [
+        (F.col("_commits") - F.coalesce(F.col("_at_begin._commits"), F.lit(0))).alias("since_commits"),
+        (F.col("_changes") - F.coalesce(F.col("_at_begin._changes"), F.lit(0))).alias("since_changes"),
+    ]
+    return counts, at_begin.alias("_at_begin"), since
 
 
 def _number_transactions(numbered: DataFrame) -> DataFrame:
@@ -68,6 +78,38 @@ def _number_transactions(numbered: DataFrame) -> DataFrame:
     ``held_from`` (the file's first line held back by a missing file, see ``_held_from``) and
     ``commits_so_far``/``changes_so_far``: the ``C`` records and the changes of the line's
     transaction up to and including the line, its earlier files' included."""
+    aggregates, befores, summaries, held_from, line_columns = _offset_columns()
+    offsets = (
+        numbered.groupBy("source_id", "landing_file")
+        .agg(*aggregates)
+        .select("*", *befores)
+        .select(*summaries)
+        .select(
+            "source_id",
+            "landing_file",
+            "txn_offset",
+            "last_txn",
+            "entering_commits",
+            "entering_changes",
+            held_from,
+        )
+    )
+    joined = numbered.join(F.broadcast(offsets), on=["source_id", "landing_file"], how="inner")
+    used = (
+        "txn_offset",
+        "file_txn",
+        "since_commits",
+        "since_changes",
+        "entering_commits",
+        "entering_changes",
+    )
+    return joined.select(*[c for c in joined.columns if c not in used], *line_columns)
+
+
+@built_once
+def _offset_columns() -> tuple[list[Column], list[Column], list[Column], Column, list[Column]]:
+    """``_number_transactions``' columns: the per-file summary's aggregates, the counts its earlier
+    files left, the summary row, ``held_from``, then each line's ``txn`` and counts."""
     earlier_files = (
         Window.partitionBy("source_id").orderBy("landing_file").rowsBetween(Window.unboundedPreceding, -1)
     )
@@ -86,55 +128,45 @@ def _number_transactions(numbered: DataFrame) -> DataFrame:
         at_last_begin = F.last(F.when(F.col("file_begins") > 0, F.col(before)), ignorenulls=True)
         return F.coalesce(F.col(before) - at_last_begin.over(earlier_files), F.lit(0))
 
-    offsets = (
-        numbered.groupBy("source_id", "landing_file")
-        .agg(
-            F.max("file_txn").alias("file_begins"),
-            F.min_by(record("non_tx_message"), F.when(code.isNotNull(), F.col("landing_line"))).alias(
-                "first_record"
-            ),
-            F.max_by(
-                record("landing_file", "landing_line"),
-                F.when(code.isin(CODE_BEGIN, CODE_COMMIT), F.col("landing_line")),
-            ).alias("last_boundary"),
-            F.max_by(F.struct("since_commits", "since_changes"), F.col("landing_line")).alias("tail"),
-        )
-        .select(
-            "*",
-            before_file("since_commits").alias("commits_before"),
-            before_file("since_changes").alias("changes_before"),
-        )
-        .select(
-            "source_id",
-            "landing_file",
-            "first_record",
-            F.last("last_boundary", ignorenulls=True).over(earlier_files).alias("entering"),
-            F.coalesce(F.sum("file_begins").over(earlier_files), F.lit(0)).alias("txn_offset"),
-            F.sum("file_begins").over(Window.partitionBy("source_id")).alias("last_txn"),
-            entering("commits_before").alias("entering_commits"),
-            entering("changes_before").alias("entering_changes"),
-        )
-        .withColumn("held_from", _held_from())
-        .drop("first_record", "entering")
-    )
+    aggregates = [
+        F.max("file_txn").alias("file_begins"),
+        F.min_by(record("non_tx_message"), F.when(code.isNotNull(), F.col("landing_line"))).alias(
+            "first_record"
+        ),
+        F.max_by(
+            record("landing_file", "landing_line"),
+            F.when(code.isin(CODE_BEGIN, CODE_COMMIT), F.col("landing_line")),
+        ).alias("last_boundary"),
+        F.max_by(F.struct("since_commits", "since_changes"), F.col("landing_line")).alias("tail"),
+    ]
+    befores = [
+        before_file("since_commits").alias("commits_before"),
+        before_file("since_changes").alias("changes_before"),
+    ]
+    summaries = [
+        F.col("source_id"),
+        F.col("landing_file"),
+        F.col("first_record"),
+        F.last("last_boundary", ignorenulls=True).over(earlier_files).alias("entering"),
+        F.coalesce(F.sum("file_begins").over(earlier_files), F.lit(0)).alias("txn_offset"),
+        F.sum("file_begins").over(Window.partitionBy("source_id")).alias("last_txn"),
+        entering("commits_before").alias("entering_commits"),
+        entering("changes_before").alias("entering_changes"),
+    ]
     before_first_begin = F.col("file_txn") == 0
-    return (
-        numbered.join(F.broadcast(offsets), on=["source_id", "landing_file"], how="inner")
-        .withColumn("txn", F.col("txn_offset") + F.col("file_txn"))
-        .withColumn(
-            "commits_so_far",
-            F.col("since_commits") + F.when(before_first_begin, F.col("entering_commits")).otherwise(0),
-        )
-        .withColumn(
-            "changes_so_far",
-            F.col("since_changes") + F.when(before_first_begin, F.col("entering_changes")).otherwise(0),
-        )
-        .drop(
-            "txn_offset", "file_txn", "since_commits", "since_changes", "entering_commits", "entering_changes"
-        )
-    )
+    line_columns = [
+        (F.col("txn_offset") + F.col("file_txn")).alias("txn"),
+        (F.col("since_commits") + F.when(before_first_begin, F.col("entering_commits")).otherwise(0)).alias(
+            "commits_so_far"
+        ),
+        (F.col("since_changes") + F.when(before_first_begin, F.col("entering_changes")).otherwise(0)).alias(
+            "changes_so_far"
+        ),
+    ]
+    return aggregates, befores, summaries, _held_from().alias("held_from"), line_columns
 
 
+@built_once
 def _held_from() -> Column:
     """Per file summary row: the first of its lines that waits for a missing earlier file, or null.
 
@@ -176,44 +208,56 @@ def frame_transactions(numbered: DataFrame) -> DataFrame:
     ``B`` and ``C`` lines (a few narrow rows each), broadcast back: the lines themselves are not
     shuffled again."""
     framed = _number_transactions(numbered)
-    is_commit = _is_commit()
-    boundaries = (
-        framed.where(F.col("code").isin(CODE_BEGIN, CODE_COMMIT))
-        .groupBy("source_id", "txn")
-        .agg(
-            F.max(is_commit).alias("has_commit"),
-            F.max(F.when(_is_begin(), F.col("xid_value"))).alias("begin_xid"),
-            # The transaction's first C, in the source's line order.
-            F.min_by(
-                F.struct(
-                    F.col("xid_value").alias("xid"),
-                    F.col("lsn_value").alias("lsn"),
-                    F.col("r.timestamp").alias("ts"),
-                ),
-                F.when(is_commit, F.struct("landing_file", "landing_line")),
-            ).alias("first_commit"),
-        )
-    )
-    commits_so_far = F.col("commits_so_far")
+    boundary, aggregates, added = _boundary_columns()
+    boundaries = framed.where(boundary).groupBy("source_id", "txn").agg(*aggregates)
     return (
         framed.join(F.broadcast(boundaries), on=["source_id", "txn"], how="left")
-        .withColumn("has_commit", F.coalesce(F.col("has_commit"), F.lit(False)))
-        .withColumn("commit_xid", F.col("first_commit.xid"))
-        .withColumn("commit_lsn", F.col("first_commit.lsn"))
-        .withColumn("commit_ts", F.col("first_commit.ts"))
-        .withColumn(
-            "in_txn",
-            (F.col("txn") > 0) & ((commits_so_far == 0) | (is_commit & (commits_so_far == 1))),
-        )
-        # A change inside its transaction follows no C of it: every change before it counts.
-        .withColumn("commit_idx", F.col("changes_so_far") - 1)
+        .withColumns(added)
         .drop("first_commit")
     )
+
+
+@built_once
+def _boundary_columns() -> tuple[Column, list[Column], dict[str, Column]]:
+    """``frame_transactions``' columns: which lines bound a transaction, the per-transaction
+    aggregates of those lines, and what each line takes from its transaction's row."""
+    is_commit = _is_commit()
+    aggregates = [
+        F.max(is_commit).alias("has_commit"),
+        F.max(F.when(_is_begin(), F.col("xid_value"))).alias("begin_xid"),
+        # The transaction's first C, in the source's line order.
+        F.min_by(
+            F.struct(
+                F.col("xid_value").alias("xid"),
+                F.col("lsn_value").alias("lsn"),
+                F.col("r.timestamp").alias("ts"),
+            ),
+            F.when(is_commit, F.struct("landing_file", "landing_line")),
+        ).alias("first_commit"),
+    ]
+    commits_so_far = F.col("commits_so_far")
+    added = {
+        "has_commit": F.coalesce(F.col("has_commit"), F.lit(False)),
+        "commit_xid": F.col("first_commit.xid"),
+        "commit_lsn": F.col("first_commit.lsn"),
+        "commit_ts": F.col("first_commit.ts"),
+        "in_txn": (F.col("txn") > 0) & ((commits_so_far == 0) | (is_commit & (commits_so_far == 1))),
+        # A change inside its transaction follows no C of it: every change before it counts.
+        "commit_idx": F.col("changes_so_far") - 1,
+    }
+    return F.col("code").isin(CODE_BEGIN, CODE_COMMIT), aggregates, added
 
 
 def classify(numbered: DataFrame) -> DataFrame:
     """One row per input line (of ``number_in_files``) with ``kind`` (event/reject/pending/control),
     ``reason`` and the transaction it belongs to (``commit_lsn``, ``commit_idx``, ``commit_ts``)."""
+    reason, kind = _outcome_columns()
+    return frame_transactions(numbered).withColumn("reason", reason).withColumn("kind", kind)
+
+
+@built_once
+def _outcome_columns() -> tuple[Column, Column]:
+    """``classify``'s ``reason`` and ``kind``."""
     is_commit = _is_commit()
     is_change = F.coalesce(F.col("code").isin(CHANGE_CODES) & ~F.col("non_tx_message"), F.lit(False))
     held = F.coalesce(F.col("landing_line") >= F.col("held_from"), F.lit(False))
@@ -246,4 +290,4 @@ def classify(numbered: DataFrame) -> DataFrame:
         .when(_is_begin() | is_commit, F.lit(KIND_CONTROL))
         .otherwise(F.lit(KIND_EVENT))
     )
-    return frame_transactions(numbered).withColumn("reason", reason).withColumn("kind", kind)
+    return reason, kind

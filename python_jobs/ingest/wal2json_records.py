@@ -14,6 +14,7 @@ from python_jobs.ingest.changeset import (
     ACTION_READ,
     ACTION_TRUNCATE,
     ACTION_UPDATE,
+    built_once,
     lsn_to_bigint,
 )
 
@@ -178,16 +179,24 @@ def content_error(r: Column) -> Column:
 
 
 def _with_codes(parsed: DataFrame, line_error: Column) -> DataFrame:
+    # Three projections, not a column at a time (each step of a DataFrame is analysed when made):
+    # line_error reads the values, code reads line_error.
+    values, code = _code_columns()
+    return parsed.withColumns(values).withColumn("line_error", line_error).withColumn("code", code)
+
+
+@built_once
+def _code_columns() -> tuple[dict[str, Column], Column]:
+    """``_with_codes``' columns: the values the checks read, then the record's code."""
     r = F.col("r")
     code = r["action"]
     non_tx_message = (code == CODE_MESSAGE) & (F.lower(r["transactional"]) == "false")
-    return (
-        parsed.withColumn("lsn_value", lsn_to_bigint(r["lsn"]))
-        .withColumn("xid_value", r["xid"].cast("bigint"))
-        .withColumn("line_error", line_error)
-        .withColumn("code", F.when(F.col("line_error").isNull(), code))
-        .withColumn("non_tx_message", F.coalesce(non_tx_message, F.lit(False)))
-    )
+    values = {
+        "lsn_value": lsn_to_bigint(r["lsn"]),
+        "xid_value": r["xid"].cast("bigint"),
+        "non_tx_message": F.coalesce(non_tx_message, F.lit(False)),
+    }
+    return values, F.when(F.col("line_error").isNull(), code)
 
 
 def full_record(line: Column) -> Column:
@@ -198,13 +207,17 @@ def full_record(line: Column) -> Column:
 
 def parse(lines: DataFrame) -> DataFrame:
     """Lines -> lines with the parsed record ``r`` and every per-line check in ``line_error``."""
+    record, line_error = _parse_columns()
+    return _with_codes(lines.withColumn("r", record), line_error)
+
+
+@built_once
+def _parse_columns() -> tuple[Column, Column]:
+    """``parse``'s columns: the whole record, and every check of it."""
     r = F.col("r")
     malformed = r.isNull() | r[CORRUPT].isNotNull()
     framing = _framing_error(F.col("line"), r, malformed)
-    return _with_codes(
-        lines.withColumn("r", full_record(F.col("line"))),
-        F.when(framing.isNotNull(), framing).otherwise(content_error(r)),
-    )
+    return full_record(F.col("line")), F.when(framing.isNotNull(), framing).otherwise(content_error(r))
 
 
 def parse_framing(lines: DataFrame) -> DataFrame:
@@ -215,10 +228,18 @@ def parse_framing(lines: DataFrame) -> DataFrame:
     The checks of a row change's content (``content_error``) are left to the full parse of the
     lines that land. ``json_tuple`` gives nulls for a line that is not a JSON object; only such a line
     is parsed in full here, to tell a malformed line from one without an action."""
-    fields = F.json_tuple(F.col("line"), *FRAMING_FIELDS)
-    tupled = lines.select("*", fields.alias(*(f"_{name}" for name in FRAMING_FIELDS)))
-    r = F.struct(*(F.col(f"_{name}").alias(name) for name in FRAMING_FIELDS))
-    parsed = tupled.withColumn("r", r).drop(*(f"_{name}" for name in FRAMING_FIELDS))
+    fields, record, line_error, kept = _framing_columns()
+    tupled = lines.select("*", fields)
+    parsed = tupled.withColumn("r", record).drop(*(f"_{name}" for name in FRAMING_FIELDS))
+    return _with_codes(parsed, line_error).drop("line").withColumn("r", kept)
+
+
+@built_once
+def _framing_columns() -> tuple[Column, Column, Column, Column]:
+    """``parse_framing``'s columns: the fields as ``json_tuple`` reads them, gathered in a record,
+    the checks they decide, and what the framing keeps of the record."""
+    fields = F.json_tuple(F.col("line"), *FRAMING_FIELDS).alias(*(f"_{name}" for name in FRAMING_FIELDS))
+    record = F.struct(*(F.col(f"_{name}").alias(name) for name in FRAMING_FIELDS))
     # One reference to the full parse, under the condition: a second one would let Spark's common
     # subexpression elimination parse every line in full.
     whole = F.from_json(F.col("line"), RECORD_SCHEMA, {"mode": "PERMISSIVE"})
@@ -229,4 +250,4 @@ def parse_framing(lines: DataFrame) -> DataFrame:
     kept = F.struct(
         r["action"].alias("action"), F.when(r["action"] == CODE_COMMIT, r["timestamp"]).alias("timestamp")
     )
-    return _with_codes(parsed, _framing_error(F.col("line"), r, malformed)).drop("line").withColumn("r", kept)
+    return fields, record, _framing_error(F.col("line"), r, malformed), kept
