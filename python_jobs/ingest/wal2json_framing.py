@@ -166,7 +166,6 @@ def _offset_columns() -> tuple[list[Column], list[Column], list[Column], Column,
     return aggregates, befores, summaries, _held_from().alias("held_from"), line_columns
 
 
-@built_once
 def _held_from() -> Column:
     """Per file summary row: the first of its lines that waits for a missing earlier file, or null.
 

@@ -137,10 +137,15 @@ def columns_ok(cols: Column) -> Column:
 FRAMING_FIELDS = ("action", "xid", "lsn", "timestamp", "transactional")
 
 
+def _non_tx_message(r: Column) -> Column:
+    """The record is a logical message sent outside any transaction (null when it has no action)."""
+    return (r["action"] == CODE_MESSAGE) & (F.lower(r["transactional"]) == "false")
+
+
 def _framing_error(line: Column, r: Column, malformed: Column) -> Column:
     """The checks a line's framing fields alone decide (empty, malformed, action, lsn, xid)."""
     code = r["action"]
-    non_tx_message = (code == CODE_MESSAGE) & (F.lower(r["transactional"]) == "false")
+    non_tx_message = _non_tx_message(r)
     return (
         F.when(F.trim(line) == "", F.lit(REASON_EMPTY))
         .when(malformed, F.lit(REASON_MALFORMED))
@@ -189,14 +194,12 @@ def _with_codes(parsed: DataFrame, line_error: Column) -> DataFrame:
 def _code_columns() -> tuple[dict[str, Column], Column]:
     """``_with_codes``' columns: the values the checks read, then the record's code."""
     r = F.col("r")
-    code = r["action"]
-    non_tx_message = (code == CODE_MESSAGE) & (F.lower(r["transactional"]) == "false")
     values = {
         "lsn_value": lsn_to_bigint(r["lsn"]),
         "xid_value": r["xid"].cast("bigint"),
-        "non_tx_message": F.coalesce(non_tx_message, F.lit(False)),
+        "non_tx_message": F.coalesce(_non_tx_message(r), F.lit(False)),
     }
-    return values, F.when(F.col("line_error").isNull(), code)
+    return values, F.when(F.col("line_error").isNull(), r["action"])
 
 
 def full_record(line: Column) -> Column:
