@@ -21,7 +21,7 @@ import pytest
 
 from python_jobs import capture
 from python_jobs.lsn import parse_lsn
-from testkit import oracle, workload
+from testkit import oracle, soak, workload
 from testkit.pg_server import PostgresServer, missing_requirements
 
 PROJECT_DIR = Path(__file__).resolve().parents[2]
@@ -866,6 +866,8 @@ def test_a_snapshot_killed_at_a_random_point_converges_on_rerun(postgres, tmp_pa
     finally:
         child.send_signal(signal.SIGKILL)
         child.wait()
+    # Until the server notices the killed client, its backend still holds the slot.
+    soak.wait_until_released(dsn, slot_name(dsn))
     if seed == 0:
         assert (source / ".snapshot-state.json").exists(), "killed in the middle of the snapshot"
     workload.run_workload(dsn, seed=19 + seed, transactions=40, sessions=2, create=False)

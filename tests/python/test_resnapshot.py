@@ -32,6 +32,7 @@ from test_capture import (
 from python_jobs.capture.resnapshot import PREFIX, STATE_FILE, Chunk, Resnapshot, Watcher
 from python_jobs.capture.session import CaptureError
 from python_jobs.capture.snapshot import TableShape
+from testkit.soak import wait_until_released
 
 SLOT = "s"
 ITEMS = "create table items (id bigint primary key, v text, n integer)"
@@ -343,6 +344,8 @@ def test_a_killed_resnapshot_resumes_without_a_second_reset(postgres, tmp_path):
     finally:
         child.send_signal(signal.SIGKILL)
         child.wait()
+    # Until the server notices the killed client, its backend still holds the slot.
+    wait_until_released(dsn, slot_name(dsn))
     killed_at = json.loads(state.read_text())["queue"][0]
     assert 3 <= killed_at["chunks"] < 150 and killed_at["reset_lsn"], killed_at
     with psycopg.connect(dsn, autocommit=True) as conn:
