@@ -221,6 +221,10 @@ def load(
 
 # --- a batch ---------------------------------------------------------------------------------------
 
+# The tables every batch appends to after its framing (wal_rejects only when it rejects a line, and
+# wal_batches before it): their appends' state is computed while the batch is framed.
+PREPARED = (EVENTS, FRONTIER, FILES)
+
 
 def _batch_partitions(spark: SparkSession, plan: list[PlannedFile]) -> tuple[str, int]:
     """(the session's shuffle partitions, as set; the partitions this batch uses)."""
@@ -299,14 +303,18 @@ def _run_batch(
     lines, counted = extract(ledger.spark, plan)
     sets = transform(lines, formats, _format_inputs(ledger, formats, frontiers, keys))
     held: list[DataFrame] = []
-    try:
-        sets = [_hold(cs, held) for cs in sets]
-        if plan_written is not None:
-            plan_written.result()  # the write-ahead plan is committed before any output
-        return load(ledger, batch_id, planned_at, plan, sets, frontiers, counted)
-    finally:
-        for df in held:
-            _release(df)
+    # While the batch is framed, the state its appends check is computed beside it (the pool waits
+    # for it on the way out, so nothing of a batch runs on behind it).
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="ingest-prepare") as beside:
+        beside.submit(ledger.prepare_appends, PREPARED)
+        try:
+            sets = [_hold(cs, held) for cs in sets]
+            if plan_written is not None:
+                plan_written.result()  # the write-ahead plan is committed before any output
+            return load(ledger, batch_id, planned_at, plan, sets, frontiers, counted)
+        finally:
+            for df in held:
+                _release(df)
 
 
 def _hold(cs: ChangeSet, held: list[DataFrame]) -> ChangeSet:

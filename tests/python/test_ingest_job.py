@@ -155,6 +155,41 @@ def test_the_last_plan_is_read_from_the_mark_on_its_commit(spark, landing, schem
     assert (ledger.last_planned(), scanned) == (2, [BATCHES])
 
 
+def test_a_batch_prepares_its_appends_while_it_frames(spark, landing, schema, monkeypatch, caplog):
+    """Each batch has the state its appends check (the txnAppId versions of the tables' latest
+    snapshots) computed beside its framing, before its events are appended; preparing computes that
+    state on the snapshot the table's writes use, and a table it cannot prepare costs a warning, not
+    the batch."""
+    (landing / "src" / "0001.jsonl").write_text("".join(FIXTURE_LINES[:14]))
+    calls: list[tuple] = []
+    prepare, append = Ledger.prepare_appends, Ledger.append
+
+    def preparing(self, tables):
+        calls.append(("prepare", tables))
+        prepare(self, tables)
+
+    def appending(self, table, df, batch_id):
+        calls.append(("append", table))
+        append(self, table, df, batch_id)
+
+    monkeypatch.setattr(Ledger, "prepare_appends", preparing)
+    monkeypatch.setattr(Ledger, "append", appending)
+    ingest(spark, landing, schema)
+    assert calls.index(("prepare", (EVENTS, FRONTIER, FILES))) < calls.index(("append", EVENTS))
+
+    jvm = spark.sparkContext._jvm
+    identifier = jvm.org.apache.spark.sql.catalyst.TableIdentifier(EVENTS, jvm.scala.Some(schema))
+    log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, identifier)
+    spark.sql(f"alter table {schema}.{EVENTS} set tblproperties ('wal_lake.test' = 'a commit')")
+    none = jvm.scala.Option.empty()
+    assert not log.update(False, none, none)._computedStateTriggered()
+    with caplog.at_level("WARNING", logger="python_jobs.ingest.ledger"):
+        Ledger(spark, schema).prepare_appends((EVENTS, "no_such_table"))
+    assert log.update(False, none, none)._computedStateTriggered()
+    warned = [r.getMessage() for r in caplog.records]
+    assert len(warned) == 1 and f"{schema}.no_such_table" in warned[0], warned
+
+
 def test_a_transaction_split_across_files_lands_once_when_complete(spark, landing, schema):
     # Line 5 opens xid 726, line 9 commits it: cut it after line 7.
     write(landing / "src" / "0001.jsonl", FIXTURE_LINES[:7])
