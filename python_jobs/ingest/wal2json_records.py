@@ -166,7 +166,8 @@ def _framing_error(line: Column, r: Column, malformed: Column) -> Column:
     code = r["action"]
     non_tx_message = _non_tx_message(r)
     return (
-        F.when(F.trim(line) == "", F.lit(REASON_EMPTY))
+        # Only a line without an action can be empty: no other line is trimmed (a copy of its text).
+        F.when(code.isNull() & (F.trim(line) == ""), F.lit(REASON_EMPTY))
         .when(malformed, F.lit(REASON_MALFORMED))
         .when(code.isNull(), F.lit(REASON_NO_ACTION))
         .when(~code.isin(KNOWN_CODES), F.concat(F.lit("unknown action '"), code, F.lit("'")))
