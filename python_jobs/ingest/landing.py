@@ -15,6 +15,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from python_jobs.ingest.changeset import FORMAT_DEBEZIUM, FORMAT_WAL2JSON
+from python_jobs.ingest.errors import first_line
 
 # How far into a file format detection looks for its first parsable line.
 PROBE_LINES = 100
@@ -53,7 +54,7 @@ def list_files(spark: SparkSession, landing: str, sources: list[str] | None) -> 
     except LandingError:
         raise
     except Exception as exc:  # py4j wraps the JVM's IOException
-        raise LandingError(f"cannot list landing path {landing}: {_first_line(exc)}") from exc
+        raise LandingError(f"cannot list landing path {landing}: {first_line(exc)}") from exc
     wanted = sources if sources else sorted(name for name in folders if not _hidden(name))
     missing = [s for s in wanted if s not in folders]
     if missing:
@@ -83,11 +84,6 @@ def _visible_files(fs, folder) -> list:
             else:
                 files.append(st)
     return files
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__
 
 
 def detect_format(line: str) -> str | None:
@@ -138,7 +134,7 @@ def probe(spark: SparkSession, path: str, detect: bool) -> str | None:
     except LandingError:
         raise
     except Exception as exc:
-        raise LandingError(f"cannot read landing file {path}: {_first_line(exc)}") from exc
+        raise LandingError(f"cannot read landing file {path}: {first_line(exc)}") from exc
 
 
 # Characters Hadoop's glob reads as a pattern; Spark globs every path it is given to read.

@@ -30,6 +30,7 @@ from pyspark.sql.types import (
 )
 
 from python_jobs.ingest.changeset import EVENTS_SCHEMA, REJECTS_SCHEMA
+from python_jobs.ingest.errors import first_line
 
 EVENTS = "wal_events"
 REJECTS = "wal_rejects"
@@ -201,7 +202,7 @@ class Ledger:
                 _log.warning(
                     "could not prepare the append to %s (it computes its state itself): %s",
                     self.name(table),
-                    str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__,
+                    first_line(exc),
                 )
 
     def _marker(self, batch_id: int) -> str:
