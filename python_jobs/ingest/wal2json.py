@@ -116,9 +116,10 @@ def _event_columns() -> tuple[list[Column], list[Column], list[Column]]:
         F.col("commit_idx"),
         F.col("lsn_value").alias("change_lsn"),
         F.col("xid_value").alias("xid"),
-        F.try_to_timestamp(F.when(standalone, r["timestamp"]).otherwise(F.col("commit_ts"))).alias(
-            "committed_at"
-        ),
+        # A transaction's commit time comes parsed with its position (wal2json_framing).
+        F.when(standalone, F.try_to_timestamp(r["timestamp"]))
+        .otherwise(F.col("commit_ts"))
+        .alias("committed_at"),
         action.alias("action"),
         r["schema"].alias("source_schema"),
         r["table"].alias("source_table"),

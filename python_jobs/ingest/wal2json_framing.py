@@ -224,12 +224,13 @@ def _boundary_columns() -> tuple[Column, list[Column], dict[str, Column]]:
     aggregates = [
         F.max(is_commit).alias("has_commit"),
         F.max(F.when(_is_begin(), F.col("xid_value"))).alias("begin_xid"),
-        # The transaction's first C, in the source's line order.
+        # The transaction's first C, in the source's line order. Its timestamp is parsed here, once
+        # a transaction rather than once a change (and a timestamp is narrower than its text).
         F.min_by(
             F.struct(
                 F.col("xid_value").alias("xid"),
                 F.col("lsn_value").alias("lsn"),
-                F.col("r.timestamp").alias("ts"),
+                F.try_to_timestamp(F.col("r.timestamp")).alias("ts"),
             ),
             F.when(is_commit, F.struct("landing_file", "landing_line")),
         ).alias("first_commit"),

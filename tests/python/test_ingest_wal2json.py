@@ -23,6 +23,7 @@ MESSAGE_AND_KEYLESS = (FIXTURES / "message_and_keyless.jsonl").read_text().split
 # Real output: REPLICA IDENTITY USING INDEX, on an index without the key and on one that holds it.
 IDENTITY_INDEX = (FIXTURES / "replica_identity_index.jsonl").read_text().splitlines()
 TS = "2026-11-21 23:24:38.526689+00"
+MESSAGE_TS = "2026-11-21 22:00:00.25+00"
 
 
 def rec(action: str, xid: int | None = 700, lsn: str | None = "0/100", **fields) -> str:
@@ -126,7 +127,7 @@ SCENARIOS: dict[str, list[str]] = {
         ),
     ),
     "messages": [
-        rec("M", None, "0/50", transactional=False, prefix="p", content="hello"),
+        rec("M", None, "0/50", transactional=False, prefix="p", content="hello", timestamp=MESSAGE_TS),
         *txn(
             "0/200",
             ins(1),
@@ -333,6 +334,9 @@ def test_messages(result):
     standalone, first, inside, last = events
     assert (standalone["action"], standalone["commit_lsn"], standalone["commit_idx"]) == ("message", 0x50, -1)
     assert standalone["record"] == {"prefix": "p", "content": "hello", "transactional": "false"}
+    # A message outside any transaction is dated by its own record, the others by their commit's.
+    assert str(standalone["committed_at"]) == "2026-11-21 22:00:00.250000"
+    assert {str(e["committed_at"]) for e in (first, inside, last)} == {"2026-11-21 23:24:38.526689"}
     assert [(e["commit_lsn"], e["commit_idx"]) for e in (first, inside, last)] == [
         (0x200, 0),
         (0x200, 1),

@@ -14,9 +14,11 @@ import json
 import random
 from collections import Counter
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 import pytest
+from pyspark.sql import functions as F
 from test_ingest_wal2json import SCENARIOS, TWO_FILES
 
 from python_jobs.ingest.changeset import (
@@ -48,7 +50,7 @@ class Line:
     action: str | None
     xid: int | None
     lsn: int | None
-    timestamp: str | None
+    timestamp: datetime | None  # the line's own, parsed
     non_tx: bool
     error: str | None
 
@@ -220,7 +222,8 @@ def framed(spark, tmp_path_factory):
         "r.action",
         "xid_value",
         "lsn_value",
-        "r.timestamp",
+        # A transaction's commit time comes parsed with its position: the reference parses it alike.
+        F.try_to_timestamp(F.col("r.timestamp")).alias("timestamp"),
         "non_tx_message",
         "line_error",
     ).collect()
