@@ -110,6 +110,31 @@ def test_fixture_lands_once_and_a_rerun_adds_nothing(spark, landing, schema):
     }
 
 
+def test_wal_events_keeps_statistics_only_of_the_columns_its_readers_filter_by(spark, landing, schema):
+    shutil.copy(FIXTURE, landing / "src" / "0001.jsonl")
+    ingest(spark, landing, schema)
+    location = spark.sql(f"describe detail {schema}.{EVENTS}").first()["location"]
+    log = Path(location.removeprefix("file:")) / "_delta_log"
+    added = [
+        json.loads(action["add"]["stats"])
+        for commit in sorted(log.glob("*.json"))
+        for action in map(json.loads, commit.read_text().splitlines())
+        if "add" in action
+    ]
+    assert len(added) >= 1
+    expected = {
+        "source_id",
+        "commit_lsn",
+        "commit_idx",
+        "batch_id",
+        "action",
+        "source_format",
+        "source_table",
+    }
+    assert all(set(stats["minValues"]) == expected for stats in added), added[0]["minValues"]
+    assert all(stats["numRecords"] > 0 for stats in added)
+
+
 def test_the_frontiers_follow_from_the_files_done_not_from_the_frontier_table(
     spark, landing, schema, monkeypatch
 ):
