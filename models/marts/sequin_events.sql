@@ -22,8 +22,17 @@
         on_schema_change='append_new_columns',
         post_hook=["{{ stamp_unwritten_run() }}", "{{ unstamp_consumed_seq() }}"],
         meta={'wal_lake_stamps_positions': true},
+        tblproperties={
+            'delta.dataSkippingStatsColumns':
+                'seq,source_id,commit_lsn,commit_idx,batch_id,action,source_table,record_pk',
+        },
     )
 }}
+{#-
+    Delta keeps file statistics only of the columns its readers filter by (seq ranges, the merge's
+    positions, batches, keyless changes), not of the first 32: less to compute on every write.
+    Set when the table is created.
+-#}
 {#-
     on_schema_change 'append_new_columns': a `seq` once assigned never changes, so a column the
     model gains (old_identity) is added to the existing table, null on the rows logged before it,

@@ -6,6 +6,7 @@ import json
 import os
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 from python_jobs.ingest.ledger import DEFAULT_SCHEMA
 from testkit.warehouse import consumer_records, spark_query
@@ -30,6 +31,18 @@ WAL_REJECTS_DDL = """
     batch_id bigint, ingested_at timestamp
 """
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def file_statistics(spark, table: str) -> list[dict]:
+    """The statistics Delta recorded for each data file added to ``table`` (its log's ``add`` actions)."""
+    location = spark.sql(f"describe detail {table}").first()["location"]
+    log = Path(location.removeprefix("file:")) / "_delta_log"
+    return [
+        json.loads(action["add"]["stats"])
+        for commit in sorted(log.glob("*.json"))
+        for action in map(json.loads, commit.read_text().splitlines())
+        if "add" in action and action["add"].get("stats")
+    ]
 
 
 def reset_raw_tables(spark) -> None:

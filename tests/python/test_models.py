@@ -19,6 +19,7 @@ from model_helpers import (
     all_consumer_records,
     change,
     consumer_state,
+    file_statistics,
     final_plan_scans,
     land,
     reset_raw_tables,
@@ -296,6 +297,13 @@ def test_sequin_events_one_row_per_position_in_wal_order(built):
     assert seqs == list(range(1, len(seqs) + 1))
     # two changes of one row in one transaction stay two rows
     assert [(r[2], r[4], r[8]) for r in sequin if r[2] == 100] == [(100, 0, "insert"), (100, 1, "update")]
+
+
+def test_sequin_events_keeps_statistics_only_of_the_columns_its_readers_filter_by(spark, schemas, built):
+    added = file_statistics(spark, f"{schemas.models}.sequin_events")
+    assert len(added) >= 2  # the first run's files and the increment's
+    kept = {"seq", "source_id", "commit_lsn", "commit_idx", "batch_id", "action", "source_table", "record_pk"}
+    assert all(set(stats["nullCount"]) == kept for stats in added), added[0]["nullCount"]
 
 
 def test_violation_is_reported_not_sequenced(built):
