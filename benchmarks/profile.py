@@ -13,11 +13,21 @@ tasks, and the Python or SQL call site that started them. Nothing is written int
 read, the transform built on the driver, the framing and outcome counts, each ledger commit) and
 each Spark stage of 0.3 s or more, by their start and end. ``--warm-full`` warms the JVM up on the
 same zone (another schema) instead of a small one: a cold first run at 1M took 1.75 times a warm one.
+
+    .venv/bin/python -m benchmarks.profile --changes 1000000 --increments 3
+
+``--increments N`` then lands N increments of ``--holdback`` changes (10,000) one after the other,
+each as the benchmark's +10k does (one ingestion, one ``dbt run`` of the marts), and prints the
+ingestion's steps and the dbt run's statements as a timeline: each statement dbt sent to Spark
+(its first words), from its execution to its rows fetched, and the gaps between them (dbt's own
+work: parsing, compiling, its Python). The first increment of a process pays for its JIT; the
+later ones are what a scheduled run pays.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import sys
@@ -103,6 +113,74 @@ def _timed_steps(events: list[tuple[float, float, str]]) -> Iterator[None]:
         Ledger.append = saved_append
 
 
+def _statement_label(sql: str) -> str:
+    """A statement's model (from dbt's query comment) and its first words."""
+    text = " ".join(sql.split())
+    node = ""
+    if text.startswith("/*") and "*/" in text:
+        comment, text = text[2:].split("*/", 1)
+        try:
+            node = json.loads(comment).get("node_id", "").rsplit(".", 1)[-1]
+        except ValueError:
+            pass
+    return f"{node or '-':<17} {text.strip()[:100]}"
+
+
+@contextmanager
+def _timed_statements(events: list[tuple[float, float, str]]) -> Iterator[None]:
+    """While inside, each statement dbt-spark's session cursor executes adds (start, end, its first
+    words) to ``events``, in epoch seconds; its end is when its rows were fetched, if they were."""
+    from dbt.adapters.spark.session import Cursor
+
+    saved = {name: getattr(Cursor, name) for name in ("execute", "fetchall", "fetchone")}
+
+    def execute(self, sql, *parameters):
+        started = time.time()
+        try:
+            return saved["execute"](self, sql, *parameters)
+        finally:
+            events.append((started, time.time(), _statement_label(sql)))
+            self._wal_lake_event = len(events) - 1
+
+    def fetching(name):
+        def fetch(self):
+            try:
+                return saved[name](self)
+            finally:
+                index = getattr(self, "_wal_lake_event", None)
+                if index is not None:
+                    started, _, what = events[index]
+                    events[index] = (started, time.time(), what)
+
+        return fetch
+
+    Cursor.execute = execute
+    Cursor.fetchall = fetching("fetchall")
+    Cursor.fetchone = fetching("fetchone")
+    try:
+        yield
+    finally:
+        for name, fn in saved.items():
+            setattr(Cursor, name, fn)
+
+
+def print_statements(label: str, fn) -> None:
+    """Run ``fn`` (a dbt invocation) and print each statement it sent to Spark by start and end, with
+    the time between statements (dbt's own work) summed."""
+    events: list[tuple[float, float, str]] = []
+    t0 = time.time()
+    with _timed_statements(events):
+        fn()
+    seconds = time.time() - t0
+    in_statements = sum(b - a for a, b, _ in events)
+    print(
+        f"\n{label}: {seconds:.1f}s wall; {len(events)} statements, {in_statements:.1f}s in them, "
+        f"{seconds - in_statements:.1f}s between them; seconds from its start:"
+    )
+    for started, ended, what in sorted(events):
+        print(f"  {started - t0:>7.1f} -> {ended - t0:>7.1f} {ended - started:>6.1f}s  {what}")
+
+
 def print_timeline(spark, label: str, fn) -> None:
     """Run ``fn`` and print its steps and its Spark stages of 0.3 s or more by start and end."""
     before = {(s["id"], s["attempt"]) for s in _stages(spark)}
@@ -157,12 +235,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--warm-full", action="store_true", help="warm up on the same zone, not on a small one"
     )
+    parser.add_argument(
+        "--increments", type=int, default=0, help="then land this many increments, one at a time (default 0)"
+    )
+    parser.add_argument("--holdback", type=int, default=10_000, help="changes per increment (default 10,000)")
     gen.add_knob_args(parser)
     args = parser.parse_args(argv)
     scratch = Path(tempfile.mkdtemp(prefix="wal_lake_profile_"))
     use_scratch(scratch, "profile")
     try:
-        zone = gen.generate(scratch / "zone", gen.knobs_from(args, args.changes), progress=False)
+        increments = max(args.increments, 0)
+        knobs = gen.knobs_from(args, args.changes, args.holdback if increments else 0, max(increments, 1))
+        zone = gen.generate(scratch / "zone", knobs, progress=False)
         from benchmarks.bench import Bench
         from benchmarks.results import Results
         from python_jobs.ingest import job as ingest
@@ -196,6 +280,13 @@ def main(argv: list[str] | None = None) -> int:
             "dbt run -s source_records consumer_records",
             lambda: bench.dbt("run", "-s", "source_records", "consumer_records"),
         )
+        marts = ("sequin_events", "source_records", "consumer_records")
+        for n in range(1, increments + 1):
+            gen.release_increment(zone, n)
+            label = f"+{args.holdback:,} #{n}"
+            step(spark, f"{label}: ingest", lambda: ingest.run(spark, zone.root, schema="profile_raw"))
+            print_statements(f"{label}: dbt run of the marts", lambda: bench.dbt("run", "-s", *marts))
+            print("  models: " + ", ".join(f"{name} {s:.1f}s" for name, s in bench.node_seconds.items()))
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     return 0
