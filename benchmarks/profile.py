@@ -164,6 +164,12 @@ def _timed_statements(events: list[tuple[float, float, str]]) -> Iterator[None]:
             setattr(Cursor, name, fn)
 
 
+def _print_rows(t0: float, rows: list[tuple[float, float, str]]) -> None:
+    """Timeline rows (start, end, what), in epoch seconds, by start: seconds from ``t0``."""
+    for started, ended, what in sorted(rows):
+        print(f"  {started - t0:>7.1f} -> {ended - t0:>7.1f} {ended - started:>6.1f}s  {what}")
+
+
 def print_statements(label: str, fn) -> None:
     """Run ``fn`` (a dbt invocation) and print each statement it sent to Spark by start and end, with
     the time between statements (dbt's own work) summed."""
@@ -177,8 +183,7 @@ def print_statements(label: str, fn) -> None:
         f"\n{label}: {seconds:.1f}s wall; {len(events)} statements, {in_statements:.1f}s in them, "
         f"{seconds - in_statements:.1f}s between them; seconds from its start:"
     )
-    for started, ended, what in sorted(events):
-        print(f"  {started - t0:>7.1f} -> {ended - t0:>7.1f} {ended - started:>6.1f}s  {what}")
+    _print_rows(t0, events)
 
 
 def print_timeline(spark, label: str, fn) -> None:
@@ -195,8 +200,7 @@ def print_timeline(spark, label: str, fn) -> None:
             what = f"stage {s['id']:>5} {s['task']:>6.1f} task-s {s['tasks']:>4} tasks  {s['name'][:60]}"
             rows.append((s["started"], s["started"] + s["wall"], what))
     print(f"\n{label}: {seconds:.1f}s wall; timeline, seconds from its start:")
-    for started, ended, what in sorted(rows):
-        print(f"  {started - t0:>7.1f} -> {ended - t0:>7.1f} {ended - started:>6.1f}s  {what}")
+    _print_rows(t0, rows)
 
 
 def profile_step(spark, label: str, fn) -> None:
