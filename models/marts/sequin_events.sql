@@ -8,7 +8,9 @@
     unconsumed -> new_changes (one row per position: the first landed copy)
     new_changes -> resolved_changes (old keys of REPLICA IDENTITY USING INDEX changes looked up,
       `identity_old_keys`; only when the run has some)
-    seq numbering: unconsumed -> transactions (first commit_idx, span) -> range_spans
+    seq numbering: a small incremental run (at most wal_lake_seq_inline_transactions transactions)
+      -> transaction_offsets inlined, as `events_past` found them; any other run:
+      unconsumed -> transactions (first commit_idx, span) -> range_spans
       -> source_spans -> source_offsets -> range_offsets -> transaction_offsets
     resolved_changes + transaction_offsets + max_seq -> final
       (seq = max_seq + the transaction's offset + commit_idx past its first + 1)
@@ -54,8 +56,13 @@
 -#}
 {%- set generation = consumable_generation() -%}
 {%- set unchanged = is_incremental() and generation is not none and generation == consumed_generation(this) -%}
-{%- set past = {'found': false, 'identity_lookups': false, 'positions': []} if unchanged
-    else events_past(ref('int_events_consumable'), consumed) -%}
+{#-
+    A small run (at most wal_lake_seq_inline_transactions transactions) gets its transactions'
+    offsets with what is past the consumed batches, in the same query, and inlines them.
+-#}
+{%- set inline_transactions = var('wal_lake_seq_inline_transactions', 5000) | int -%}
+{%- set past = {'found': false, 'identity_lookups': false, 'positions': [], 'transactions': none} if unchanged
+    else events_past(ref('int_events_consumable'), consumed, inline_transactions) -%}
 {#- Nothing consumable past the consumed batches: nothing to merge, no merge at all (`skip_merge_when`). -#}
 {%- do skip_merge_when(is_incremental() and not past.found) -%}
 {#- A run that found nothing still marks a new generation (on a commit of its own: stamp_unwritten_run). -#}
@@ -133,8 +140,9 @@ new_changes as (
     ),
 {%- endif %}
 
--- seq numbering, apart from the changes: one row per transaction, offsets summed per range of WAL,
--- per source, then over the sources.
+-- seq numbering, apart from the changes: one row per transaction with its offset (the spans of the
+-- run's transactions before it). A small run's come inlined; any other run's are summed per range of
+-- WAL, per source, then over the sources.
 max_seq as (
 
     {% if is_incremental() -%}
@@ -145,123 +153,135 @@ max_seq as (
 
 ),
 
-transactions as (
+{%- if past.transactions is not none %}
 
-    -- seq without a window over the changes: a change's seq is its transaction's offset plus its
-    -- commit_idx past the transaction's first, and a transaction's offset is the sum of the spans
-    -- (last commit_idx - first + 1) of the run's transactions before it. One row per transaction,
-    -- from the positions alone (copies do not change a first or last commit_idx). Dense wherever
-    -- commit_idx is (a transaction's changes numbered 0, 1, 2, ...); a rejected line leaves a gap.
-    select
-        source_id,
-        commit_lsn,
-        min(commit_idx) as first_idx,
-        max(commit_idx) - min(commit_idx) + 1 as span,
-        -- Offsets are summed over the transactions of a range of {{ 2 ** seq_range_bits }} bytes of
-        -- WAL (a window partitioned by source and range), then over a source's ranges (partitioned
-        -- by source), then over the sources: no window runs over the whole run in one task.
-        shiftright(commit_lsn, {{ seq_range_bits }}) as seq_range
+    transaction_offsets as (
 
-    from unconsumed
-    group by source_id, commit_lsn
+        -- A small run: its transactions past the consumed positions, each with the spans of those
+        -- before it summed, as events_past found them (source_id, commit_lsn order; no shuffle).
+        {{ transaction_offsets_relation(past.transactions) }}
 
-),
+    ),
+{%- else %}
 
-range_spans as (
+    transactions as (
 
-    select
-        source_id,
-        seq_range,
-        sum(span) as span
+        -- seq without a window over the changes: a change's seq is its transaction's offset plus its
+        -- commit_idx past the transaction's first, and a transaction's offset is the sum of the spans
+        -- (last commit_idx - first + 1) of the run's transactions before it. One row per transaction,
+        -- from the positions alone (copies do not change a first or last commit_idx). Dense wherever
+        -- commit_idx is (a transaction's changes numbered 0, 1, 2, ...); a rejected line leaves a gap.
+        select
+            source_id,
+            commit_lsn,
+            min(commit_idx) as first_idx,
+            max(commit_idx) - min(commit_idx) + 1 as span,
+            -- Offsets are summed over the transactions of a range of {{ 2 ** seq_range_bits }} bytes of
+            -- WAL (a window partitioned by source and range), then over a source's ranges (partitioned
+            -- by source), then over the sources: no window runs over the whole run in one task.
+            shiftright(commit_lsn, {{ seq_range_bits }}) as seq_range
 
-    from transactions
-    group by source_id, seq_range
+        from unconsumed
+        group by source_id, commit_lsn
 
-),
+    ),
 
-source_spans as (
+    range_spans as (
 
-    select
-        source_id,
-        sum(span) as span
+        select
+            source_id,
+            seq_range,
+            sum(span) as span
 
-    from range_spans
-    group by source_id
+        from transactions
+        group by source_id, seq_range
 
-),
+    ),
 
-ordered_sources as (
+    source_spans as (
 
-    -- Sources are few (one per slot): one array of them, in order.
-    select array_sort(collect_list(struct(source_id, span))) as source_list
-    from source_spans
+        select
+            source_id,
+            sum(span) as span
 
-),
+        from range_spans
+        group by source_id
 
-source_offsets as (
+    ),
 
-    -- Each source with the spans of the sources before it, summed over the array rather than in a
-    -- window without a partition.
-    select
-        inline(
-            transform(
-                source_list,
-                (item, i) -> named_struct(
-                    'source_id', item.source_id,
-                    'source_offset',
-                    aggregate(slice(source_list, 1, i), cast(0 as bigint), (total, earlier) -> total + earlier.span)
+    ordered_sources as (
+
+        -- Sources are few (one per slot): one array of them, in order.
+        select array_sort(collect_list(struct(source_id, span))) as source_list
+        from source_spans
+
+    ),
+
+    source_offsets as (
+
+        -- Each source with the spans of the sources before it, summed over the array rather than in a
+        -- window without a partition.
+        select
+            inline(
+                transform(
+                    source_list,
+                    (item, i) -> named_struct(
+                        'source_id', item.source_id,
+                        'source_offset',
+                        aggregate(slice(source_list, 1, i), cast(0 as bigint), (total, earlier) -> total + earlier.span)
+                    )
                 )
             )
-        )
 
-    from ordered_sources
+        from ordered_sources
 
-),
+    ),
 
-range_offsets as (
+    range_offsets as (
 
-    select /*+ broadcast(source_offsets) */
-        range_spans.source_id,
-        range_spans.seq_range,
-        source_offsets.source_offset
-        + coalesce(
-            sum(range_spans.span) over (
-                partition by range_spans.source_id
-                order by range_spans.seq_range
-                rows between unbounded preceding and 1 preceding
-            ),
-            0
-        ) as range_offset
+        select /*+ broadcast(source_offsets) */
+            range_spans.source_id,
+            range_spans.seq_range,
+            source_offsets.source_offset
+            + coalesce(
+                sum(range_spans.span) over (
+                    partition by range_spans.source_id
+                    order by range_spans.seq_range
+                    rows between unbounded preceding and 1 preceding
+                ),
+                0
+            ) as range_offset
 
-    from range_spans
-    inner join source_offsets
-        on range_spans.source_id = source_offsets.source_id
+        from range_spans
+        inner join source_offsets
+            on range_spans.source_id = source_offsets.source_id
 
-),
+    ),
 
-transaction_offsets as (
+    transaction_offsets as (
 
-    select /*+ broadcast(range_offsets) */
-        transactions.source_id,
-        transactions.commit_lsn,
-        transactions.first_idx,
-        range_offsets.range_offset
-        + coalesce(
-            sum(transactions.span) over (
-                partition by transactions.source_id, transactions.seq_range
-                order by transactions.commit_lsn
-                rows between unbounded preceding and 1 preceding
-            ),
-            0
-        ) as seq_offset
+        select /*+ broadcast(range_offsets) */
+            transactions.source_id,
+            transactions.commit_lsn,
+            transactions.first_idx,
+            range_offsets.range_offset
+            + coalesce(
+                sum(transactions.span) over (
+                    partition by transactions.source_id, transactions.seq_range
+                    order by transactions.commit_lsn
+                    rows between unbounded preceding and 1 preceding
+                ),
+                0
+            ) as seq_offset
 
-    from transactions
-    inner join range_offsets
-        on
-            transactions.source_id = range_offsets.source_id
-            and transactions.seq_range = range_offsets.seq_range
+        from transactions
+        inner join range_offsets
+            on
+                transactions.source_id = range_offsets.source_id
+                and transactions.seq_range = range_offsets.seq_range
 
-),
+    ),
+{%- endif %}
 
 final as (
 

@@ -792,6 +792,66 @@ def test_sequin_events_reads_what_it_consumed_from_its_own_commit(spark, dbt, sc
     ]
 
 
+def test_a_small_run_numbers_seq_inline_as_the_range_plan_does(spark, dbt, schemas):
+    """An incremental run of at most wal_lake_seq_inline_transactions transactions gets their offsets
+    with what is past the consumed batches and inlines them; a larger one sums the spans per range of
+    WAL in Spark. Both give the same seq: sources in order, a commit_idx gap kept, a replay left out,
+    a transaction's changes at or below the consumed position out of its first commit_idx."""
+    sequin = f"{schemas.models}.sequin_events"
+    first = [
+        change(100, 0, "insert", pk=(1,), record=a(1), source="a"),
+        change(100, 1, "update", pk=(1,), record=a(1, v="x"), source="a"),
+        change(50, 0, "insert", pk=(5,), record=a(5), source="b"),
+    ]
+    second = [
+        change(100, 1, "update", pk=(1,), record=a(1, v="x"), source="a"),  # a replay
+        change(300, 0, "insert", pk=(3,), record=a(3), source="a"),
+        change(300, 1, "update", pk=(3,), record=a(3, v="y"), source="a"),
+        change(300, 3, "update", pk=(3,), record=a(3, v="z"), source="a"),  # 2 was rejected
+        change(200, 0, "insert", pk=(2,), record=a(2), source="a"),
+        # past b's consumed position (50, 0), in the transaction it holds, landed again beside it
+        change(50, 0, "insert", pk=(5,), record=a(5), source="b"),
+        change(50, 1, "update", pk=(5,), record=a(5, v="w"), source="b"),
+        change(400, 0, "insert", pk=(4,), record=a(4), source="b"),
+        change(400, 1, "delete", pk=(4,), record=a(4), source="b"),
+    ]
+    numbered, plans = {}, {}
+    for inline_transactions in (5000, 1):
+        fresh_start(spark, schemas)
+        land(spark, first, batch_id=1)
+        dbt("run", "-s", "+sequin_events")
+        land(spark, second, batch_id=2)
+        sent = []
+        dbt(
+            "run",
+            "-s",
+            "sequin_events",
+            "--vars",
+            json.dumps({"wal_lake_seq_inline_transactions": inline_transactions}),
+            callbacks=[statements_sent(sent)],
+        )
+        select = next(s for s in sent if "max_seq as (" in s)
+        if "range_spans" in select:
+            plans[inline_transactions] = "ranges"
+        elif "as transaction_offsets (source_id" in select:
+            plans[inline_transactions] = "inline"
+        numbered[inline_transactions] = rows(
+            spark, f"select seq, source_id, commit_lsn, commit_idx from {sequin} where seq > 3 order by seq"
+        )
+        assert consumed_mark(spark, sequin) == [["a", 2, 300, 3], ["b", 2, 400, 1]]
+    assert plans == {5000: "inline", 1: "ranges"}
+    assert numbered[5000] == numbered[1]
+    assert numbered[5000] == [
+        (4, "a", 200, 0),
+        (5, "a", 300, 0),
+        (6, "a", 300, 1),
+        (8, "a", 300, 3),
+        (9, "b", 50, 1),
+        (10, "b", 400, 0),
+        (11, "b", 400, 1),
+    ]
+
+
 def test_sequin_violations_checks_each_batch_once_after_sequin_events_read_it(spark, dbt, schemas):
     """sequin_violations compares only the batches sequin_events read since its last run: a
     violation landed later is found, kept once through runs with nothing new, and a full refresh
