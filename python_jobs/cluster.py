@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 from pathlib import Path
 
 from python_jobs.ingest.ledger import DEFAULT_SCHEMA, SCHEMAS
@@ -29,11 +30,31 @@ def connect(host: str | None = None, port: int | None = None):
     )
 
 
-def query(sql: str, connection=None) -> list[tuple]:
+def query(sql: str, connection=None, poll_seconds: float = 0.05) -> list[tuple]:
+    """Run ``sql`` in the background of the server and poll until it ends, as dbt-spark does.
+
+    A statement run synchronously runs on the Thrift handler thread of its session, and Spark leaves
+    its shared Hive metastore client in that thread's locals; the session's close then closes that
+    shared client under a statement of another session, which fails with Hive's ``getMSC() is null``
+    (seen once in CI, in the cluster test's overlapping closes). In the background, the statement
+    never touches the handler thread."""
+    from TCLIService.ttypes import TOperationState
+
+    states = TOperationState
+    waiting = (states.INITIALIZED_STATE, states.PENDING_STATE, states.RUNNING_STATE)
     conn = connection or connect()
     cursor = conn.cursor()
     try:
-        cursor.execute(sql)
+        cursor.execute(sql, async_=True)
+        status = cursor.poll()
+        while status.operationState in waiting:
+            time.sleep(poll_seconds)
+            poll_seconds = min(poll_seconds * 2, 1.0)
+            status = cursor.poll()
+        if status.errorMessage or status.operationState != states.FINISHED_STATE:
+            state = states._VALUES_TO_NAMES.get(status.operationState, status.operationState)
+            message = f"the Thrift Server ended the statement in {state}: {status.errorMessage}"
+            raise RuntimeError(f"{message}\n{sql}")
         return cursor.fetchall() if cursor.description else []
     finally:
         cursor.close()

@@ -90,7 +90,9 @@ def concurrent_sessions(threads: int = 4, rounds: int = 10, timeout: float = 120
     """Sessions that each run a metastore query and then close at the same moment as the others', as
     dbt's threads do when they list schemas. A close that overlaps another one can make the server
     load Hive's function registry; without Hive's LLAP jar on its class path (scripts/setup.sh) that
-    close fails, and the next one hangs."""
+    close fails, and the next one hangs. The statements run in the background, as dbt's do (a
+    statement on the session's own thread lets its close close the server's shared metastore client
+    under another session's statement: python_jobs.cluster.query)."""
     from python_jobs import cluster
 
     errors: list[str] = []
@@ -165,14 +167,22 @@ def client(landing: Path) -> dict:
         ("verify", warehouse.main, ["--landing", str(landing)]),
         ("query", cluster.main, ["query", COUNTS_SQL]),
         ("probe", cluster.main, ["query", ONE_TASK_PROBE]),
+        # A statement the server fails: the polled query says so, and the command exits 1.
+        ("failing", cluster.main, ["query", "select * from wal_lake.no_such_table"]),
     )
     server_log = Path(os.environ["WAL_LAKE_CLUSTER_DIR"]) / "thrift.log"
     for name, command, argv in helpers:
         # Where the server's log ends before the helper: what it logs comes after.
         log_from = server_log.stat().st_size
-        printed = io.StringIO()
-        with contextlib.redirect_stdout(printed):
-            report[name] = {"exit": command(argv), "out": printed.getvalue(), "log_from": log_from}
+        printed, complained = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(complained):
+            exit_code = command(argv)
+        report[name] = {
+            "exit": exit_code,
+            "out": printed.getvalue(),
+            "err": complained.getvalue(),
+            "log_from": log_from,
+        }
     return report
 
 
@@ -283,6 +293,10 @@ def test_ingestion_and_dbt_build_on_the_cluster_give_the_expected_state(tmp_path
     assert sequin_w2j == w2j["distinct_positions"]
     assert rejects == sum(s["expected_rejects"] for s in manifest["sources"].values())
     assert violations == 0
+    failing = report["failing"]
+    assert failing["exit"] == 1 and failing["out"] == "", failing
+    assert "cluster: error: the Thrift Server ended the statement in ERROR_STATE" in failing["err"], failing
+    assert "no_such_table" in failing["err"], failing
 
 
 if __name__ == "__main__":
