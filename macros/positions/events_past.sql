@@ -106,17 +106,3 @@
         'transactions': transactions,
     }) }}
 {% endmacro %}
-
-{#-
-    A predicate true for int_events_consumable's rows past their source's consumed position
-    (`consumed`, consumed_positions): a source not listed has consumed nothing.
--#}
-{% macro consumed_position_passed(consumed) -%}
-    not (
-    {%- for row in consumed | sort(attribute='source_id') %}
-        {{ 'or ' if not loop.first }}(source_id = {{ sql_string(row.source_id) }}
-            and (commit_lsn < {{ row.commit_lsn }}
-                or (commit_lsn = {{ row.commit_lsn }} and commit_idx <= {{ row.commit_idx }})))
-    {%- endfor %}
-    )
-{%- endmacro %}

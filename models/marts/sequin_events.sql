@@ -3,7 +3,7 @@
     above the table's maximum, in (commit_lsn, commit_idx) order per source.
 
     int_events_consumable (landed, at or below the frontier) -> events (batches past the consumed)
-    events + consumed (each source's greatest consumed position) -> unconsumed
+    events past each source's greatest consumed position (consumed_position_passed) -> unconsumed
       (a position at or below the consumed one is a replay or a violation: sequin_violations)
     unconsumed -> new_changes (one row per position: the first landed copy)
     new_changes -> resolved_changes (old keys of REPLICA IDENTITY USING INDEX changes looked up,
@@ -85,24 +85,14 @@ events as (
 
 ),
 
-consumed as (
-
-    {{ consumed_positions_relation(consumed) }}
-
-),
-
 unconsumed as (
 
     -- Every copy of a position is at or below the consumed one, or none is: filtering copies before
     -- deduplicating them keeps the same changes, and the transactions' spans need no dedup.
-    select events.*
-    from events
-    left join consumed
-        on events.source_id = consumed.source_id
-    where
-        consumed.source_id is null
-        or events.commit_lsn > consumed.commit_lsn
-        or (events.commit_lsn = consumed.commit_lsn and events.commit_idx > consumed.commit_idx)
+    select * from events
+    {%- if consumed %}
+        where {{ consumed_position_passed(consumed) }}
+    {%- endif %}
 
 ),
 
