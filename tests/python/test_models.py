@@ -560,6 +560,10 @@ def test_record_history_built_a_range_at_a_time_equals_a_full_refresh(spark, dbt
         )[0][0]
         assert int(merge.operationMetrics["numSourceRows"]) == written
         assert written < rows(spark, f"select count(*) from {history}")[0][0]
+        # the held versions it ended are marked deleted where they lie (deletion vectors), not
+        # rewritten with every other version of their files
+        assert int(merge.operationMetrics["numTargetRowsUpdated"]) > 0
+        assert int(merge.operationMetrics["numTargetRowsCopied"]) == 0
         # the held versions are read by three steps (the starting records, the versions closed, the
         # key moves' starts) from one scan of the table (`computed_once`)
         assert final_plan_scans(spark, "record_history__dbt_tmp", history) == 1
