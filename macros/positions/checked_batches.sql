@@ -53,7 +53,8 @@
     The least and greatest commit_lsn of the changes in sequin_violations' batch ranges (`ranges`),
     read from `relation` (int_events_consumable) before the run: the log's rows the run compares
     with lie between them, and Delta's file statistics on commit_lsn skip the rest of the log (a
-    replayed old file widens the range, never wrongly narrows it). None when there are no ranges,
+    replayed old file widens the range, never wrongly narrows it); and how many changes they hold
+    (the model broadcasts their positions only when they are few). None when there are no ranges,
     nothing in them, or not executing.
 -#}
 {% macro checked_lsn_bounds(relation, ranges) %}
@@ -61,12 +62,14 @@
         {{ return(none) }}
     {%- endif -%}
     {%- set query -%}
-        select min(commit_lsn) as low, max(commit_lsn) as high
+        select min(commit_lsn) as low, max(commit_lsn) as high, count(*) as changes
         from {{ relation }}
         where
             batch_id > {{ ranges | map(attribute='after') | min }}
             and batch_id <= {{ ranges | map(attribute='through') | max }}
     {%- endset -%}
     {%- set row = run_query(query).rows[0] -%}
-    {{ return(none if row['low'] is none else {'low': row['low'] | int, 'high': row['high'] | int}) }}
+    {{ return(none if row['low'] is none else {
+        'low': row['low'] | int, 'high': row['high'] | int, 'changes': row['changes'] | int,
+    }) }}
 {% endmacro %}

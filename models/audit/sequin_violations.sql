@@ -43,6 +43,13 @@
     {%- endif -%}
 {%- endfor -%}
 {%- set lsn_bounds = checked_lsn_bounds(ref('int_events_consumable'), ranges) -%}
+{#-
+    A run of a few changes broadcasts their positions and the log's rows at them, so the log is
+    not shuffled; a full build or a long catch-up joins them by shuffle instead (10M positions
+    broadcast ran a 4 GB driver out of memory).
+-#}
+{%- set broadcast = lsn_bounds is not none
+    and lsn_bounds.changes <= var('wal_lake_broadcast_checked_changes', 1000000) | int -%}
 {%- do skip_merge_when(is_incremental() and not ranges) -%}
 {#- Its mark on its merge's commit (or the full build's); nothing to check: no merge, no mark. -#}
 {%- set mark = checked_mark(through, sequin_table_id(ref('sequin_events'))) -%}
@@ -102,9 +109,9 @@ logged as (
 
 recorded as (
 
-    -- The log's rows at the run's positions: their key and hash columns, the run's positions
-    -- broadcast, nothing of the log shuffled.
-    select /*+ broadcast(positions) */
+    -- The log's rows at the run's positions: their key and hash columns (a run of a few changes
+    -- broadcasts its positions: nothing of the log shuffled).
+    select{{ ' /*+ broadcast(positions) */' if broadcast }}
         sequin.source_id,
         sequin.commit_lsn,
         sequin.commit_idx,
@@ -122,7 +129,7 @@ recorded as (
 
 violations as (
 
-    select /*+ broadcast(recorded) */
+    select{{ ' /*+ broadcast(recorded) */' if broadcast }}
         events.source_id,
         events.commit_lsn,
         {{ lsn_to_text('events.commit_lsn') }} as commit_lsn_text,
