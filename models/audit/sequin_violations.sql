@@ -111,7 +111,7 @@ recorded as (
 
     -- The log's rows at the run's positions: their key and hash columns (a run of a few changes
     -- broadcasts its positions: nothing of the log shuffled).
-    select{{ ' /*+ broadcast(positions) */' if broadcast }}
+    select {%- if broadcast %} /*+ broadcast(positions) */{% endif %}
         sequin.source_id,
         sequin.commit_lsn,
         sequin.commit_idx,
@@ -129,7 +129,7 @@ recorded as (
 
 violations as (
 
-    select{{ ' /*+ broadcast(recorded) */' if broadcast }}
+    select {%- if broadcast %} /*+ broadcast(recorded) */{% endif %}
         events.source_id,
         events.commit_lsn,
         {{ lsn_to_text('events.commit_lsn') }} as commit_lsn_text,
