@@ -886,7 +886,7 @@ def test_sequin_violations_checks_each_batch_once_after_sequin_events_read_it(sp
     assert rows(spark, violations) == found
     assert "broadcast(positions)" in result.result.results[0].node.compiled_code
     # a run of more changes than wal_lake_broadcast_checked_changes joins by shuffle, with the same result
-    few = "{wal_lake_broadcast_checked_changes: 2}"
-    result = dbt("run", "--full-refresh", "-s", "sequin_violations", "--vars", few)
+    low_bound = "{wal_lake_broadcast_checked_changes: 2}"
+    result = dbt("run", "--full-refresh", "-s", "sequin_violations", "--vars", low_bound)
     assert "broadcast(" not in result.result.results[0].node.compiled_code
     assert rows(spark, violations) == found
