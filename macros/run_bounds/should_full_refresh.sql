@@ -5,6 +5,8 @@
     matches the model it reads or the consumers (`rebuild_reason`) rebuilds itself instead of
     applying seqs that name other changes; so does sequin_violations (`meta: {wal_lake_checks_sequin:
     true}`) when its mark is missing or names another sequin_events (`checked_rebuild_reason`).
+    So does such a model whose table lacks the column its layout rests on (`requires_column` in that
+    meta: record_history's `is_current`, its partition), as a table an earlier version built does.
     With `full_refresh: false` it refuses to run instead.
 -#}
 {% macro should_full_refresh() %}
@@ -35,6 +37,13 @@
             ref(reader['reads']),
             ref('int_consumer_subscriptions') if reader['subscriptions'] else none
         ) -%}
+    {%- endif -%}
+    {%- set layout_column = (reader or {}).get('requires_column') -%}
+    {%- if not reason and layout_column -%}
+        {%- set columns = adapter.get_columns_in_relation(this) | map(attribute='name') | list -%}
+        {%- if layout_column not in columns -%}
+            {%- set reason = 'it has no ' ~ layout_column ~ ' column (built by an earlier version)' -%}
+        {%- endif -%}
     {%- endif -%}
     {%- if reason and never -%}
         {{ exceptions.raise_compiler_error(

@@ -7,14 +7,15 @@
     after what it already holds, and merges the versions they begin plus the held versions they end.
 
     touches (int_record_touches, seq in (consumed, upto]) + truncates (sequin_events, same range)
-    this, for the keys touched -> held -> starting_records (each key's latest version: its fold's start)
-                                       -> move_starting_records (its latest live version: a move's base)
+    this (its current versions), for the keys touched -> held
+    held -> starting_records (each key's latest version: its fold's start)
+         -> move_starting_records (its latest live version: a move's base)
     touches + move_starting_records -> move_bases (`key_move_bases`; only when a key moved)
     touches + move_bases + starting_records -> touches_with_bases
     touches_with_bases -> versions (each touch's full record, folded up to it; the next touch)
     versions + truncates -> ended (the next truncate of its table) -> new_versions
-    this, open versions of the keys touched or tables truncated -> reopened -> closed
-    new_versions + closed -> final (merged on the version's key)
+    held -> closed (the held versions this run ends, or that stop being current)
+    new_versions + closed -> final (merged on the version's key, matching current versions only)
 
     A version ends at the record's next touch, or at a truncate of its table, whichever comes first.
     Its record is the fold of the record's touches up to it, in seq order (`fold_record`): an insert
@@ -31,8 +32,13 @@
         unique_key=['source_id', 'source_schema', 'source_table', 'record_pk', 'valid_from_seq'],
         on_schema_change='fail',
         post_hook=["{{ stamp_unwritten_run() }}", "{{ unstamp_consumed_seq() }}"],
-        meta={'wal_lake_reads_by_seq': {'reads': 'sequin_events', 'subscriptions': false}},
+        meta={
+            'wal_lake_reads_by_seq': {
+                'reads': 'sequin_events', 'subscriptions': false, 'requires_column': 'is_current'
+            }
+        },
         tblproperties={'delta.enableDeletionVectors': 'true'},
+        partition_by=['is_current'],
     )
 }}
 {#-
@@ -41,6 +47,11 @@
     copies the whole history (1M versions for a +10k on a 1M history). With them it marks the ended
     rows deleted and writes only the rows it changes. Set when the table is created
     (docs/operations.md).
+
+    The versions a later run can build on or end (`is_current`: a record's latest version, and its
+    latest version that is not a deletion) are kept in a partition of their own. A run reads and
+    merges into that partition only, a few versions per record, however long the history behind
+    them grows.
 -#}
 {%- set incremental = is_incremental() -%}
 {#- Every touch stays a version: a truncate voids none of them, so chains are found across it. -#}
@@ -52,6 +63,8 @@
     run with no seq past the consumed one runs no merge.
 -#}
 {%- do stamp_run(bounds) -%}
+{#- Only current versions are held, ended or no longer current: the merge reads their partition alone. -#}
+{%- do merge_target_predicate('DBT_INTERNAL_DEST.is_current' if reads_held else none) -%}
 {%- set table_key = ['source_id', 'source_schema', 'source_table'] -%}
 {%- set record_key = table_key + ['record_pk'] -%}
 {%- set broadcast_moves = bounds.key_moves <= var('wal_lake_broadcast_key_moves', 200000) | int %}
@@ -98,7 +111,9 @@ truncates as (
         select
             {{ record_key | join(',\n            ') }},
             min(seq) as seq,
-            min_by(committed_at, seq) as committed_at
+            min_by(committed_at, seq) as committed_at,
+            -- A version that is not a deletion: the key's latest live version is then one of its own.
+            bool_or(action != 'delete') as touched_live
 
         from touches
         group by {{ record_key | join(', ') }}
@@ -117,14 +132,16 @@ truncates as (
 
     ),
 
-    -- The held versions this run reads: every version of a key it touches (where its fold
-    -- starts), and the open versions of a table it truncates (which the truncate ends).
+    -- The held versions this run reads, all current: those of a key it touches (its latest, where
+    -- its fold starts, and its latest live one, a move's base), and the open versions of a table it
+    -- truncates (which the truncate ends).
     held as (
 
         select /*+ broadcast({{ 'first_touches, ' if broadcast_touched }}first_truncates) */
             held_versions.*,
             first_touches.seq as next_touch_seq,
             first_touches.committed_at as next_touch_at,
+            first_touches.touched_live,
             first_truncates.seq as next_truncate_seq,
             first_truncates.committed_at as next_truncate_at
 
@@ -136,7 +153,8 @@ truncates as (
             on
                 {{ columns_equal('held_versions', 'first_truncates', table_key) }}
         where
-            (
+            held_versions.is_current
+            and (
                 first_touches.seq is not null
                 or (first_truncates.seq is not null and held_versions.valid_to_seq is null)
             )
@@ -243,7 +261,17 @@ versions as (
                 touches_with_bases.source_table,
                 touches_with_bases.record_pk
             order by touches_with_bases.seq
-        ) as next_touch_at
+        ) as next_touch_at,
+        -- Ordered as the windows above, so that Spark computes all three over one sort.
+        max(case when touches_with_bases.action != 'delete' then touches_with_bases.seq end) over (
+            partition by
+                touches_with_bases.source_id,
+                touches_with_bases.source_schema,
+                touches_with_bases.source_table,
+                touches_with_bases.record_pk
+            order by touches_with_bases.seq
+            rows between unbounded preceding and unbounded following
+        ) as last_live_seq
 
     from touches_with_bases
 
@@ -287,15 +315,19 @@ new_versions as (
         action,
         action = 'delete' as is_deleted,
         old_record_pk as moved_from_pk,
-        coalesce(full_record, record) as record
+        coalesce(full_record, record) as record,
+        -- The key's latest version in the run, or its latest live one (none when the run only deletes).
+        next_touch_seq is null or coalesce(seq = last_live_seq, false) as is_current
 
     from ended
 
 ),
 {%- if reads_held %}
 
-    -- The held versions still current that this run ends: at their key's first touch in it or
-    -- their table's first truncate in it, whichever comes first. Every seq of the run is after them.
+    -- The held versions this run changes. An open one ends at its key's first touch in it or its
+    -- table's first truncate in it, whichever comes first (every seq of the run is after it). A
+    -- touched key's held version stays current only while it is the latest live one: it is not a
+    -- deletion, and the run brings no live version of the key.
     closed as (
 
         select
@@ -304,19 +336,22 @@ new_versions as (
             source_table,
             record_pk,
             valid_from_seq,
-            {{ version_end('seq') }} as valid_to_seq,
+            case when valid_to_seq is null then {{ version_end('seq') }} else valid_to_seq end as valid_to_seq,
             valid_from,
-            {{ version_end('at') }} as valid_to,
+            case when valid_to_seq is null then {{ version_end('at') }} else valid_to end as valid_to,
             commit_lsn,
             commit_lsn_text,
             commit_idx,
             action,
             is_deleted,
             moved_from_pk,
-            record
+            record,
+            next_touch_seq is null or not (is_deleted or touched_live) as is_current
 
         from held
-        where valid_to_seq is null
+        where
+            valid_to_seq is null
+            or (next_touch_seq is not null and (is_deleted or touched_live))
 
     ),
 {%- endif %}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -170,3 +171,11 @@ def final_plan_scans(spark, view: str, table: str) -> int:
     df.collect()
     final = df._jdf.queryExecution().executedPlan().toString().split("== Initial Plan ==")[0]
     return final.count(f"FileScan parquet spark_catalog.{table}[")
+
+
+def scan_partition_filters(spark, view: str, table: str) -> str:
+    """The partition filters of the scans of ``table`` in the plan that runs ``view``, as Spark prints
+    them (``PartitionFilters: [...]`` of each file scan; empty when none prunes)."""
+    plan = spark.table(view)._jdf.queryExecution().executedPlan().toString()
+    scans = [line for line in plan.splitlines() if f"FileScan parquet spark_catalog.{table}[" in line]
+    return " ".join(re.findall(r"PartitionFilters: \[([^\]]*)\]", " ".join(scans)))

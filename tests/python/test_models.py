@@ -23,6 +23,7 @@ from model_helpers import (
     final_plan_scans,
     land,
     reset_raw_tables,
+    scan_partition_filters,
     set_consumers,
 )
 
@@ -112,6 +113,18 @@ def merges_sent(found: list):
             for i, word in enumerate(words[:-2]):
                 if word == "merge" and words[i + 1] == "into":
                     found.append(words[i + 2].rsplit(".", 1)[-1])
+
+    return on_event
+
+
+def merge_statements(found: list):
+    """A dbt callback that adds to ``found`` each merge statement sent, lower case, on one line."""
+
+    def on_event(event) -> None:
+        if event.info.name == "SQLQuery":
+            sql = " ".join(event.data.sql.lower().split())
+            if "merge into" in sql:
+                found.append(sql)
 
     return on_event
 
@@ -548,25 +561,32 @@ def test_record_history_built_a_range_at_a_time_equals_a_full_refresh(spark, dbt
     land(spark, HISTORY_BATCHES[0], batch_id=1)
     dbt("run", "-s", "+record_history")
     for batch_id, batch in enumerate(HISTORY_BATCHES[1:], start=2):
-        consumed = rows(spark, f"select max(valid_from_seq) from {history}")[0][0]
         land(spark, batch, batch_id=batch_id)
-        result = dbt("run", "-s", "sequin_events", "record_history")
+        statements = []
+        result = dbt("run", "-s", "sequin_events", "record_history", callbacks=[merge_statements(statements)])
         assert history in result.result.results[-1].node.compiled_code  # it reads what it holds
         merge = spark.sql(f"describe history {history} limit 1").collect()[0]
         assert merge.operation == "MERGE"
-        # the run's source rows: the versions it began and the held ones it ended, nothing else
-        written = rows(
-            spark, f"select count_if(valid_from_seq > {consumed} or valid_to_seq > {consumed}) from {history}"
-        )[0][0]
-        assert int(merge.operationMetrics["numSourceRows"]) == written
+        # the run's source rows: the versions it began and the held ones it ended or that stopped
+        # being current, nothing else (every row not in the table as it was before the merge)
+        as_json = "select * except (record), to_json(record) from {}"
+        before = f"{history} version as of {merge.version - 1}"
+        changed = f"{as_json.format(history)} except {as_json.format(before)}"
+        written = rows(spark, f"select count(*) from ({changed})")[0][0]
+        assert int(merge.operationMetrics["numSourceRows"]) == written > 0
         assert written < rows(spark, f"select count(*) from {history}")[0][0]
         # the held versions it ended are marked deleted where they lie (deletion vectors), not
         # rewritten with every other version of their files
         assert int(merge.operationMetrics["numTargetRowsUpdated"]) > 0
         assert int(merge.operationMetrics["numTargetRowsCopied"]) == 0
+        # the merge matches current versions only: Delta prunes the other partition's files
+        assert "(dbt_internal_dest.is_current)" in statements[-1]
         # the held versions are read by three steps (the starting records, the versions closed, the
-        # key moves' starts) from one scan of the table (`computed_once`)
+        # key moves' starts) from one scan of the table (`computed_once`), of its current partition
         assert final_plan_scans(spark, "record_history__dbt_tmp", history) == 1
+        assert "is_current" in scan_partition_filters(spark, "record_history__dbt_tmp", history)
+        # current: each record's latest version, and its latest that is not a deletion
+        assert current_versions_as_defined(spark, history)
     # nothing new: nothing changes, and nothing held is read
     incremental = everything()
     result = dbt("run", "-s", "record_history")
@@ -593,6 +613,32 @@ def test_record_history_built_a_range_at_a_time_equals_a_full_refresh(spark, dbt
     ]
     dbt("run", "--full-refresh", "-s", "record_history")
     assert everything() == incremental
+    # a table an earlier version built, without the current versions' partition, rebuilds itself
+    spark.sql(f"create or replace table {history} using delta as select * except (is_current) from {history}")
+    dbt("run", "-s", "record_history")
+    assert everything() == incremental
+    assert "is_current" in spark.sql(f"describe detail {history}").collect()[0].partitionColumns
+
+
+def current_versions_as_defined(spark, history: str) -> bool:
+    """record_history's is_current holds for each record's latest version and its latest version
+    that is not a deletion, and for no other."""
+    key = "source_id, source_schema, source_table, record_pk"
+    wrong = rows(
+        spark,
+        f"""
+        select count(*) from (
+            select
+                is_current,
+                valid_from_seq = max(valid_from_seq) over (partition by {key})
+                or valid_from_seq = max(if(is_deleted, null, valid_from_seq)) over (partition by {key})
+                    as defined
+            from {history}
+        )
+        where not (is_current <=> defined)
+        """,
+    )
+    return wrong[0][0] == 0
 
 
 def chain_resolution(result) -> dict[str, str]:
