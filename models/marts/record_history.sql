@@ -262,14 +262,11 @@ versions as (
                 touches_with_bases.record_pk
             order by touches_with_bases.seq
         ) as next_touch_at,
-        -- Ordered as the windows above, so that Spark computes all three over one sort.
-        max(case when touches_with_bases.action != 'delete' then touches_with_bases.seq end) over (
-            partition by
-                touches_with_bases.source_id,
-                touches_with_bases.source_schema,
-                touches_with_bases.source_table,
-                touches_with_bases.record_pk
-            order by touches_with_bases.seq
+        -- The key's last touch in the run that is not a deletion. Ordered as the windows above, so
+        -- that Spark computes them all over one sort.
+        max(case when action != 'delete' then seq end) over (
+            partition by source_id, source_schema, source_table, record_pk
+            order by seq
             rows between unbounded preceding and unbounded following
         ) as last_live_seq
 
