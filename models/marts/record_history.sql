@@ -63,7 +63,7 @@
     run with no seq past the consumed one runs no merge.
 -#}
 {%- do stamp_run(bounds) -%}
-{#- Only current versions are held, ended or no longer current: the merge reads their partition alone. -#}
+{#- A version a run ends, or that stops being current, is current before it: the merge matches there alone. -#}
 {%- do merge_target_predicate('DBT_INTERNAL_DEST.is_current' if reads_held else none) -%}
 {%- set table_key = ['source_id', 'source_schema', 'source_table'] -%}
 {%- set record_key = table_key + ['record_pk'] -%}
@@ -112,7 +112,7 @@ truncates as (
             {{ record_key | join(',\n            ') }},
             min(seq) as seq,
             min_by(committed_at, seq) as committed_at,
-            -- A version that is not a deletion: the key's latest live version is then one of its own.
+            -- The run brings the key a version that is not a deletion: its latest live one is then the run's.
             bool_or(action != 'delete') as touched_live
 
         from touches
