@@ -12,18 +12,22 @@
          -> move_starting_records (its latest live version: a move's base)
     touches + move_starting_records -> move_bases (`key_move_bases`; only when a key moved)
     touches + move_bases + starting_records -> touches_with_bases
-    touches_with_bases -> versions (each touch's full record, folded up to it; the next touch)
+    touches_with_bases -> ordered (the key's next touch) -> contributions (what each touch sets)
+        -> with_carried_columns (the columns a version may take from an earlier touch)
+        -> cells (one per touch and carried column) -> cells_carried (each one's latest value)
+        -> versions (each touch's full record, folded up to it)
     versions + truncates -> ended (the next truncate of its table) -> new_versions
     held -> closed (the held versions this run ends, or that stop being current)
     new_versions + closed -> final (merged on the version's key, matching current versions only)
 
     A version ends at the record's next touch, or at a truncate of its table, whichever comes first.
-    Its record is the fold of the record's touches up to it, in seq order (`fold_record`): an insert
-    or read replaces the row, a delete removes it, an update overlays the columns it sent, over the
-    moved row's record (`base`) when it moved one from another key. A truncate ends versions but
-    does not reset the fold: what follows it starts from the record's last version, as a full
-    rebuild folds it. A full refresh writes the same rows as the runs that built it a range at a
-    time.
+    Its record is the fold of the record's touches up to it, in seq order, as `fold_record` folds
+    them: an insert or read replaces the row, a delete removes it, an update overlays the columns it
+    sent, over the moved row's record (`base`) when it moved one from another key. Here it is
+    folded a column at a time, so its cost grows with the touches, not with their square. A
+    truncate ends versions but does not reset the fold: what follows it starts from the record's
+    last version, as a full rebuild folds it. A full refresh writes the same rows as the runs that
+    built it a range at a time.
 -#}
 {{
     config(
@@ -234,43 +238,140 @@ touches_with_bases as (
 
 ),
 
-versions as (
+-- Each touch's neighbours among its key's touches in the run.
+ordered as (
 
     select
         touches_with_bases.*,
-        {{ fold_record(
-            "collect_list(struct(seq, action, record, base)) over (
-                partition by source_id, source_schema, source_table, record_pk
-                order by seq
-                rows between unbounded preceding and current row
-            )",
-            "starting_record"
-        ) }} as full_record,
-        lead(touches_with_bases.seq) over (
-            partition by
-                touches_with_bases.source_id,
-                touches_with_bases.source_schema,
-                touches_with_bases.source_table,
-                touches_with_bases.record_pk
-            order by touches_with_bases.seq
-        ) as next_touch_seq,
-        lead(touches_with_bases.committed_at) over (
-            partition by
-                touches_with_bases.source_id,
-                touches_with_bases.source_schema,
-                touches_with_bases.source_table,
-                touches_with_bases.record_pk
-            order by touches_with_bases.seq
-        ) as next_touch_at,
-        -- The key's last touch in the run that is not a deletion. Ordered as the windows above, so
-        -- that Spark computes them all over one sort.
+        lead(seq) over touch_order as next_touch_seq,
+        lead(committed_at) over touch_order as next_touch_at,
+        lag(seq) over touch_order is null as is_first_touch,
+        -- The key's last touch in the run that is not a deletion. All over one sort.
         max(case when action != 'delete' then seq end) over (
-            partition by source_id, source_schema, source_table, record_pk
+            partition by {{ record_key | join(', ') }}
             order by seq
             rows between unbounded preceding and unbounded following
         ) as last_live_seq
 
     from touches_with_bases
+    window touch_order as (partition by {{ record_key | join(', ') }} order by seq)
+
+),
+
+-- What each touch sets (`set_columns`). A touch that sets the whole record (`resets`: an insert or
+-- read, a delete, a move laid over its base, and the key's first touch in the run, laid over its
+-- starting record) is where the fold starts again; any other touch is an update that lays its
+-- columns over the record before it.
+contributions as (
+
+    select
+        *,
+        case
+            when action = 'delete' or record is null then {{ null_record() }}
+            when base is not null then {{ overlay_record('base', 'record') }}
+            when action in ('insert', 'read') then record
+            when is_first_touch then {{ overlay_record('starting_record', 'record') }}
+            else record
+        end as set_columns,
+        action in ('insert', 'read', 'delete') or record is null or base is not null or is_first_touch as resets
+
+    from ordered
+
+),
+
+-- The columns a live touch of the key in the run leaves out and another sets: the only ones a
+-- version may carry from an earlier touch. Each touch sets all the others itself. Most records
+-- have none or one (a TOASTed value an update did not send).
+with_carried_columns as (
+
+    select
+        *,
+        collect_set(map_keys(set_columns)) over (
+            partition by {{ record_key | join(', ') }}
+        ) as live_column_sets
+
+    from contributions
+
+),
+
+-- The fold of the carried columns, a column at a time: a cell per touch and carried column, set
+-- by the touch, unset by a reset that does not set it, or left as it was (null). A column's
+-- latest set or unset cell up to a touch is its value at that version. Linear in the touches,
+-- where folding each version's whole prefix of touches would grow with their square. The touch's
+-- own columns ride on its first cell.
+cells as (
+
+    select
+        {{ record_key | join(',\n        ') }},
+        seq,
+        column_name,
+        case
+            when column_name is null then null
+            when map_contains_key(set_columns, column_name)
+                then named_struct('is_set', true, 'value', set_columns[column_name])
+            when resets then named_struct('is_set', false, 'value', cast(null as string))
+        end as cell,
+        coalesce(column_position, 0) = 0 as is_first_cell,
+        if(coalesce(column_position, 0) = 0, set_columns, null) as set_columns,
+        if(coalesce(column_position, 0) = 0, record, null) as record,
+        old_record_pk,
+        commit_lsn,
+        commit_idx,
+        committed_at,
+        action,
+        next_touch_seq,
+        next_touch_at,
+        last_live_seq
+
+    from with_carried_columns
+        lateral view posexplode_outer(
+            filter(
+                array_distinct(flatten(live_column_sets)),
+                name -> exists(live_column_sets, names -> not array_contains(names, name))
+            )
+        ) as column_position, column_name
+
+),
+
+cells_carried as (
+
+    select
+        *,
+        last(cell, true) over (
+            partition by {{ record_key | join(', ') }}, column_name
+            order by seq
+            rows between unbounded preceding and current row
+        ) as latest_cell
+
+    from cells
+
+),
+
+versions as (
+
+    select
+        {{ record_key | join(',\n        ') }},
+        seq,
+        old_record_pk,
+        commit_lsn,
+        commit_idx,
+        committed_at,
+        action,
+        record,
+        next_touch_seq,
+        next_touch_at,
+        last_live_seq,
+        -- The record as of this touch: the columns it carries laid under the ones it sets; none
+        -- after a deletion.
+        case when action != 'delete' and record is not null then {{ overlay_record(
+            "map_from_entries(array_sort(collect_list(
+                if(latest_cell.is_set, struct(column_name, latest_cell.value), null)
+            ) over (partition by " ~ record_key | join(', ') ~ ", seq)))",
+            'set_columns'
+        ) }} end as full_record
+
+    from cells_carried
+    qualify is_first_cell
 
 ),
 

@@ -527,7 +527,9 @@ HISTORY_BATCHES = [
         change(310, 0, "update", pk=(11,), old_pk=(10,), record=a(11, v="l")),  # K -> L, back next run
         change(305, 0, "delete", pk=(21,), record={"id": "21"}),  # Debezium: the create comes next run
         change(320, 0, "update", pk=(2,), record=a(2, v="b3")),
+        change(325, 0, "insert", pk=(61,), record=a(61, note="toast-61", v="g")),
         change(330, 0, "truncate"),  # accounts: every current version ends here
+        change(345, 0, "insert", pk=(61,), record=a(61, v="g2")),  # the whole row: nothing carried
         change(340, 0, "insert", pk=(1,), record=a(1, note="toast-1c", v="again")),
         change(340, 1, "update", pk=(1,), record=a(1, v="again2")),
         m(350, 0, "update", 2, "ops", "owner"),
@@ -541,6 +543,13 @@ HISTORY_BATCHES = [
         change(430, 1, "update", pk=(51,), old_pk=(50,), record=a(51, v="e1")),
         change(430, 2, "update", pk=(50,), old_pk=(51,), record=a(50, v="e2")),
         change(440, 0, "insert", pk=(22,), old_pk=(21,), record=a(22, v="d3")),
+        # many touches of one key in one run: the fold starts again at each whole row
+        change(450, 0, "insert", pk=(60,), record=a(60, note="toast-60", v="f")),
+        change(450, 1, "update", pk=(60,), record=a(60, v="f2")),  # the note carried
+        change(450, 2, "delete", pk=(60,), record={"id": "60"}),
+        change(460, 0, "insert", pk=(60,), record=a(60, v="f3")),  # a new row: no note from before
+        change(460, 1, "update", pk=(60,), record=a(60, note=None)),  # a null sent is a value
+        change(460, 2, "update", pk=(60,), record=a(60, v="f4")),
     ],
 ]
 
@@ -587,20 +596,22 @@ def test_record_history_built_a_range_at_a_time_equals_a_full_refresh(spark, dbt
         assert "is_current" in scan_partition_filters(spark, "record_history__dbt_tmp", history)
         # current: each record's latest version, and its latest that is not a deletion
         assert current_versions_as_defined(spark, history)
+        # every version's record, the ones this run folded on from what it held included
+        assert records_folded_as_defined(spark, schemas) == []
     # nothing new: nothing changes, and nothing held is read
     incremental = everything()
     result = dbt("run", "-s", "record_history")
     assert history not in result.result.results[0].node.compiled_code
     assert everything() == incremental
-    # every live version of an account carries its TOASTed note, whichever run folded it
-    assert (
+    # every live version of an account carries its TOASTed note, whichever run folded it, but
+    # those of the row inserted again without one
+    assert sorted(
         rows(
             spark,
-            f"select record_pk, valid_from_seq from {history} "
+            f"select record_pk, commit_lsn, commit_idx from {history} "
             "where source_table = 'accounts' and not is_deleted and not map_contains_key(record, 'note')",
         )
-        == []
-    )
+    ) == [('["60"]', 460, 0), ('["61"]', 345, 0)]
     current = rows(
         spark,
         f"select record_pk, record['note'], record['v'] from {history} "
@@ -610,14 +621,58 @@ def test_record_history_built_a_range_at_a_time_equals_a_full_refresh(spark, dbt
         ('["10"]', "toast-11", "k4"),
         ('["22"]', "toast-20", "d3"),
         ('["50"]', "toast-50", "e2"),
+        ('["60"]', None, "f4"),
+        ('["61"]', None, "g2"),
     ]
     dbt("run", "--full-refresh", "-s", "record_history")
     assert everything() == incremental
+    assert records_folded_as_defined(spark, schemas) == []
     # a table an earlier version built, without the current versions' partition, rebuilds itself
     spark.sql(f"create or replace table {history} using delta as select * except (is_current) from {history}")
     dbt("run", "-s", "record_history")
     assert everything() == incremental
     assert "is_current" in spark.sql(f"describe detail {history}").collect()[0].partitionColumns
+
+
+def records_folded_as_defined(spark, schemas) -> list[tuple]:
+    """The versions of record_history whose record is not the contract's fold of its key's touches
+    up to it, folded here one version after another from the changes in sequin_events: an insert or
+    read sets the row; an update lays the columns it sent over the key's version before it (nothing
+    after a deletion, whatever truncate came between); a change that moved the row from another key
+    lays them over that key's latest version before it that is not a deletion. Deletions are left
+    out (their record is the key the change sent)."""
+    sent = {
+        (r.source_table, r.seq): json.loads(r.record)
+        for r in spark.sql(
+            f"select source_table, seq, to_json(record) as record from {schemas.models}.sequin_events "
+            "where record is not null"
+        ).collect()
+    }
+    versions = spark.sql(
+        "select source_table, record_pk, valid_from_seq as seq, action, is_deleted, moved_from_pk, "
+        f"to_json(record) as record from {schemas.models}.record_history order by valid_from_seq"
+    ).collect()
+    held: dict[tuple, list] = {}  # (table, key) -> its versions so far, in seq order
+    wrong = []
+    for v in versions:
+        key = (v.source_table, v.record_pk)
+        earlier = held.setdefault(key, [])
+        if not v.is_deleted:
+            changes = sent[(v.source_table, v.seq)]
+            bases = []
+            if v.moved_from_pk is not None and v.moved_from_pk != v.record_pk:
+                bases = [o for o in held.get((v.source_table, v.moved_from_pk), []) if not o.is_deleted]
+            if bases:
+                expected = {**json.loads(bases[-1].record), **changes}
+            elif v.action in ("insert", "read"):
+                expected = changes
+            else:
+                before = earlier[-1] if earlier and not earlier[-1].is_deleted else None
+                expected = {**(json.loads(before.record) if before else {}), **changes}
+            if json.loads(v.record) != expected:
+                wrong.append((*key, v.seq, v.record, expected))
+        earlier.append(v)
+    return wrong
 
 
 def current_versions_as_defined(spark, history: str) -> bool:
