@@ -9,9 +9,10 @@ intermediate views are a one-off outside the timed runs, except the touches view
 released into the landing zone and each stage runs again.
 
 Then what a user schedules (``_scheduled``): the plain build the README names (``dbt build
---exclude-resource-type unit_test``: every seed and model, the snapshot, every data test) once to
-build the rest; with nothing new to land, one ingestion and one ``dbt run`` of the marts, then the
-plain build again; then a second increment, as one ingestion and one plain build.
+--selector scheduled``: every seed and model, the snapshot, the data tests but those of the
+history, which run daily) once to build the rest; with nothing new to land, one ingestion and
+one ``dbt run`` of the marts, then the plain build again; then a second increment, as one
+ingestion and one plain build.
 
 Checks: the marts hold as many rows as the zone says, before and after each increment, and every
 mirror holds its table's live records.
