@@ -362,8 +362,8 @@ versions as (
         next_touch_at,
         last_live_seq,
         -- The record as of this touch: the columns it carries laid under the ones it sets, in
-        -- name order (whatever runs folded it); none after a deletion.
-        case when action != 'delete' and record is not null then map_from_entries(array_sort(map_entries(
+        -- name order (whatever runs folded it); none after a deletion (it sets nothing).
+        case when set_columns is not null then map_from_entries(array_sort(map_entries(
             {{ overlay_record(
                 "map_from_entries(collect_list(
                     if(latest_cell.is_set, struct(column_name, latest_cell.value), null)

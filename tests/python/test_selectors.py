@@ -48,7 +48,7 @@ def test_a_scheduled_build_runs_every_model_and_the_tests_that_do_not_read_the_w
     assert not any(reads_history(scheduled[name]) for name in scheduled_tests)
     # the independent fold of the whole log, and the uniqueness of every change, wait for the daily run
     assert {"assert_consumer_records_match_sequin_events", "unique_sequin_events_seq"} <= history_tests
-    assert (
+    consumer_records_unique = (
         "unique_combination_consumer_records_consumer_name__source_id__source_schema__source_table__record_pk"
-        in (scheduled_tests)
     )
+    assert consumer_records_unique in scheduled_tests
