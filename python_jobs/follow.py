@@ -54,11 +54,16 @@ from python_jobs.lsn import format_lsn
 
 EXIT_LOCKED = 3
 QUARANTINE = "_quarantine"
-# dbt build's selection: every model, seed, snapshot and data test. Unit tests check the models'
-# code, not the data: they belong in CI, not in every cycle.
+# The whole build: what a scheduled run builds (selectors.yml: `scheduled`), every model, seed and
+# snapshot and the data tests but the history's, once every --build-every; and once every
+# --test-history-every, every data test (`DBT_BUILD`): the history's tests (selector `history`: the
+# uniqueness and order of every change, an independent fold of the whole log) read all of it, so
+# their cost grows with the history. Unit tests check the models' code, not the data: they belong
+# in CI, not in every cycle.
 DBT_BUILD = ("build", "--exclude-resource-type", "unit_test", "--quiet")
+DBT_BUILD_SCHEDULED = ("build", "--selector", "scheduled", "--quiet")
 # A cycle runs what consumers read and what it needs (selectors.yml: `fresh`). The rest
-# (record_history, the audit models, mirror_rejects, the seeds, the snapshot, every data test) runs
+# (record_history, the audit models, mirror_rejects, the seeds, the snapshot, the data tests) runs
 # at most every --build-every seconds, right after a cycle's run (`fresh_rest`: the run's models are
 # not run twice, their tests are run): its cost grows with the history, not with a cycle's changes.
 DBT_RUN = ("run", "--selector", "fresh", "--quiet")
@@ -68,11 +73,15 @@ DBT_RUN = ("run", "--selector", "fresh", "--quiet")
 # sightings catch up at the next whole build, whose run takes all of `fresh`.
 DBT_RUN_RECORDS = ("run", "--selector", "fresh_records", "--quiet")
 DBT_BUILD_REST = ("build", "--selector", "fresh_rest", "--exclude-resource-type", "unit_test", "--quiet")
+# The same with the history's data tests (`fresh_rest_daily`), once every --test-history-every.
+DBT_BUILD_REST_DAILY = (
+    "build", "--selector", "fresh_rest_daily", "--exclude-resource-type", "unit_test", "--quiet",
+)  # fmt: skip
 # With --build-slice, the rest runs a slice a cycle (a round): first its models, seeds and snapshot,
 # then its data tests, as many a cycle as their last timings fit in the slice's seconds. A slice
 # builds the nodes it names, and not their tests (indirect selection), which a later slice runs.
-DBT_LIST_REST = (
-    "ls", "--selector", "fresh_rest", "--exclude-resource-type", "unit_test", "--output", "json",
+DBT_LIST = (
+    "ls", "--exclude-resource-type", "unit_test", "--output", "json",
     "--output-keys", "unique_id", "name", "resource_type", "--log-level", "none",
 )  # fmt: skip
 DBT_SLICE = ("build", "--indirect-selection", "empty", "--exclude-resource-type", "unit_test", "--quiet")
@@ -403,6 +412,8 @@ class Options:
     cycles: int | None
     dsn: str | None
     slot: str
+    # seconds between two whole builds that run the history's data tests; 0: every whole build
+    test_history_every: float = 86400.0
 
 
 @dataclass
@@ -413,6 +424,7 @@ class Round:
     slices: list[tuple[str, ...]]
     started: float
     done: int = 0
+    history: bool = False  # its slices run the history's data tests
 
 
 def cut_slices(
@@ -459,6 +471,10 @@ class Follower:
         # on tables that had little history to merge, says nothing of its time in a round.
         self.slice_seconds: dict[str, float] = {}
         self.build_passed_at: datetime | None = None  # when the last whole build (or round) passed
+        # When the last whole build that ran the history's data tests started (monotonic), and
+        # when it passed.
+        self.history_tested: float | None = None
+        self.history_passed_at: datetime | None = None
         # Per table and set of column types landed, the least position it was seen at (once read;
         # the tables with column types are its keys' first three fields);
         # whether the catalog (column_registry, mirror_tables) holds every column and type landed,
@@ -550,6 +566,29 @@ class Follower:
             and (self.last_tested is None or time.monotonic() - self.last_tested >= self.o.build_every)
         )
 
+    def history_due(self) -> bool:
+        """Whether the next whole build runs the history's data tests too: none of this process
+        has, or the last that did started ``test_history_every`` seconds ago or more."""
+        return (
+            self.o.test_history_every == 0
+            or self.history_tested is None
+            or time.monotonic() - self.history_tested >= self.o.test_history_every
+        )
+
+    def build_command(self, rest: bool, history: bool) -> tuple[str, ...]:
+        """The whole build's dbt command: its rest after a cycle's run, or all of it; with the
+        history's data tests, or without."""
+        if rest:
+            return DBT_BUILD_REST_DAILY if history else DBT_BUILD_REST
+        return DBT_BUILD if history else DBT_BUILD_SCHEDULED
+
+    def build_passed(self, started: float, history: bool) -> None:
+        """A whole build (or a round's last slice) passed; ``started``: when it (the round) started."""
+        now = datetime.now(UTC)
+        self.last_tested, self.build_passed_at = started, now
+        if history:
+            self.history_tested, self.history_passed_at = started, now
+
     def build_alone(self) -> bool:
         """Whether the next whole build runs alone, whole, with no ``dbt run`` before it: the
         process' first (it loads the seeds the models read) and any after a failed one (a failing
@@ -560,11 +599,11 @@ class Follower:
         """Whether a whole build due after a cycle's run runs its rest a slice a cycle."""
         return self.o.build_every > 0 and self.o.build_slice > 0
 
-    def plan_round(self) -> list[tuple[str, ...]]:
-        """The slices of the whole build's rest: its models, seeds and snapshot (none reads another;
-        each alone until a round has timed it), then its data tests (which read them), cut by
-        their last timings."""
-        nodes = rest_nodes()
+    def plan_round(self, history: bool) -> list[tuple[str, ...]]:
+        """The slices of the whole build's rest (``history``: with the history's data tests): its
+        models, seeds and snapshot (none reads another; each alone until a round has timed it), then
+        its data tests (which read them), cut by their last timings."""
+        nodes = rest_nodes(history)
         built = [(uid, name) for uid, name, kind in nodes if kind != "test"]
         tests = [(uid, name) for uid, name, kind in nodes if kind == "test"]
         slices = cut_slices(built, self.slice_seconds, self.o.build_slice, guess=self.o.build_slice)
@@ -585,7 +624,8 @@ class Follower:
         self.build_failing = False
         r.done += 1
         if r.done == len(r.slices):
-            self.round, self.last_tested, self.build_passed_at = None, r.started, datetime.now(UTC)
+            self.round = None
+            self.build_passed(r.started, r.history)
         return f"{r.done}/{len(r.slices)}"
 
     def dbt_build(
@@ -659,9 +699,10 @@ class Follower:
                 else:
                     # With the run's models current (run this cycle or before), the rest of the
                     # build: a slice a cycle (a round), or all of it at once; a build that runs
-                    # alone: all of it.
+                    # alone: all of it. Either with the history's data tests when they are due.
+                    history = due and self.history_due()
                     if due and self.sliced() and not self.build_alone():
-                        self.round = Round(self.plan_round(), started=t0)
+                        self.round = Round(self.plan_round(history), started=t0, history=history)
                         self.tested = True  # what has landed so far; a landing makes it False again
                     if self.round is not None:
                         done = self.build_slice()  # before the clock is read
@@ -671,9 +712,9 @@ class Follower:
                         continue
                     rest = self.built and not self.build_alone()
                     self.build_failing = True
-                    self.dbt_build(DBT_BUILD_REST if rest else DBT_BUILD)
-                    self.built, self.tested, self.last_tested, self.build_failing = True, True, t0, False
-                    self.build_passed_at = datetime.now(UTC)
+                    self.dbt_build(self.build_command(rest, history))
+                    self.built, self.tested, self.build_failing = True, True, False
+                    self.build_passed(t0, history)
                     self.catalog_current, self.catalog_behind = True, False
                 timings[step] = time.monotonic() - t0
         except Exception as exc:
@@ -748,9 +789,13 @@ class Follower:
             "next_retry_at": _iso(self.counters.next_retry_at) if state == "failing" else None,
             "quarantined": self.counters.quarantined,
             # The last whole build that passed (the data tests, the models the cycles leave out),
-            # and a round under way: its slices done, of how many.
+            # the last that ran the history's data tests too, and a round under way: its slices
+            # done, of how many.
             "whole_build": {
                 "last_passed_at": _iso(self.build_passed_at) if self.build_passed_at is not None else None,
+                "history_tests_passed_at": (
+                    _iso(self.history_passed_at) if self.history_passed_at is not None else None
+                ),
                 "slices_done": f"{r.done}/{len(r.slices)}" if (r := self.round) is not None else None,
             },
             "capture": None,
@@ -825,10 +870,11 @@ def invoke_dbt(command: tuple[str, ...]):
     )
 
 
-def rest_nodes() -> list[tuple[str, str, str]]:
-    """The nodes of the whole build's rest, ``(unique_id, name, resource_type)``: listed afresh for
-    each round (a new table's mirror brings its own tests)."""
-    result = invoke_dbt(DBT_LIST_REST)
+def rest_nodes(history: bool = False) -> list[tuple[str, str, str]]:
+    """The nodes of the whole build's rest (``history``: with the history's data tests),
+    ``(unique_id, name, resource_type)``: listed afresh for each round (a new table's mirror brings
+    its own tests)."""
+    result = invoke_dbt((*DBT_LIST, "--selector", "fresh_rest_daily" if history else "fresh_rest"))
     if not result.success:
         raise StepFailed(f"dbt ls failed: {cause(result.exception) if result.exception else result.result}")
     nodes = map(json.loads, result.result or [])
@@ -942,8 +988,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         type=_positive_float,
         default=float(env.get("WAL_LAKE_FOLLOW_BUILD_EVERY", "600")),
         help="seconds between two cycles that run the whole dbt build (every model, seed, the snapshot "
-        "and the data tests); the cycles between run consumer_records, the mirrors and what they need "
-        "(dbt run). 0: the whole build every cycle (env WAL_LAKE_FOLLOW_BUILD_EVERY; default 600)",
+        "and the data tests, as `dbt build --selector scheduled`); the cycles between run "
+        "consumer_records, the mirrors and what they need (dbt run). 0: the whole build every cycle "
+        "(env WAL_LAKE_FOLLOW_BUILD_EVERY; default 600)",
+    )
+    parser.add_argument(
+        "--test-history-every",
+        type=_positive_float,
+        default=float(env.get("WAL_LAKE_FOLLOW_TEST_HISTORY_EVERY", "86400")),
+        help="seconds between two whole builds that also run the history's data tests (selector "
+        "`history`: they read the whole change log, so their cost grows with it); the process' first "
+        "whole build runs them. 0: every whole build (env WAL_LAKE_FOLLOW_TEST_HISTORY_EVERY; default "
+        "86400, daily)",
     )
     parser.add_argument(
         "--build-slice",
@@ -1051,6 +1107,7 @@ def _follow(args: argparse.Namespace, stop: threading.Event, out: TextIO, betwee
         cycles=args.cycles,
         dsn=args.dsn,
         slot=args.slot,
+        test_history_every=args.test_history_every,
     )
     follower = Follower(spark, options, stop, out)
     if args.dsn is not None:

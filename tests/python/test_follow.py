@@ -410,14 +410,17 @@ def scripted_steps(follower: follow.Follower, files_landed: list[int], monkeypat
     def dbt_build(command, timings=None) -> None:
         # A build marks whether the status file existed as it started (the run before it wrote it).
         status = follower.o.status_file
-        # "build": all of it; "rest": what the cycle's run leaves out (DBT_BUILD_REST); "records":
-        # the run without the column catalog (DBT_RUN_RECORDS); a round's slice: "slice a b" (the
-        # nodes it builds).
+        # "build": all of it, the history's data tests included; "scheduled": all of it but them;
+        # "rest": what the cycle's run leaves out (DBT_BUILD_REST), "daily": the same with the
+        # history's tests; "records": the run without the column catalog (DBT_RUN_RECORDS); a
+        # round's slice: "slice a b" (the nodes it builds).
         name = {
             follow.DBT_RUN: "run",
             follow.DBT_RUN_RECORDS: "records",
             follow.DBT_BUILD: "build",
+            follow.DBT_BUILD_SCHEDULED: "scheduled",
             follow.DBT_BUILD_REST: "rest",
+            follow.DBT_BUILD_REST_DAILY: "daily",
         }.get(command) or "slice " + " ".join(command[len(follow.DBT_SLICE) + 1 :])
         marked = name in ("run", "records") or status.exists()
         ran.append(name if marked else f"{name} (no status)")
@@ -427,7 +430,8 @@ def scripted_steps(follower: follow.Follower, files_landed: list[int], monkeypat
     monkeypatch.setattr(follower, "dbt_build", dbt_build)
     monkeypatch.setattr(follow.status_mod, "source_status", lambda *args, **kwargs: [])
     rest = [("model.m", "m", "model"), *((f"test.{name}", name, "test") for name in "abc")]
-    monkeypatch.setattr(follow, "rest_nodes", lambda: rest)
+    history = [("test.h", "h", "test")]  # a data test of the history's
+    monkeypatch.setattr(follow, "rest_nodes", lambda with_history=False: rest + history * with_history)
     return ran
 
 
@@ -520,9 +524,64 @@ def test_with_build_slice_the_whole_builds_rest_runs_a_slice_a_cycle(tmp_path, m
     assert not follower.cycle()  # the three tests in one slice, failing
     assert follower.round is None
     monkeypatch.setattr(follower, "dbt_build", recorded)
-    assert follower.cycle()  # new files: the build alone, whole
+    assert follower.cycle()  # new files: the build alone, whole (the history's tests not due)
     assert follower.cycle()  # new files: the run; the next build not due yet
-    assert ran[6:] == ["run", "slice m", "slice a b c", "build", "records"]
+    assert ran[6:] == ["run", "slice m", "slice a b c", "scheduled", "records"]
+
+
+def test_the_historys_data_tests_run_in_the_first_whole_build_then_once_every_test_history_every(
+    tmp_path, monkeypatch
+):
+    """The history's data tests (selector `history`) read the whole change log: the process' first
+    whole build runs them, then the whole builds leave them out until --test-history-every has passed
+    since the last build that ran them started; one that fails keeps them due. With --build-slice,
+    the round that runs them lists them among its data tests. 0: every whole build runs them. The
+    status file tells when they last passed. Fails first: every whole build ran them."""
+    follower = bare_follower(tmp_path, build_every=0.0, test_history_every=0.5)
+    ran = scripted_steps(follower, [1, 1, 1, 1, 1, 1], monkeypatch)
+    recorded = follower.dbt_build
+    failures = iter([None] * 4 + [ValueError("unique_sequin_events_seq failed")] + [None] * 3)
+
+    def dbt_build(command, timings=None) -> None:
+        recorded(command)
+        if (failure := next(failures)) is not None:
+            raise failure
+
+    def history_passed_at() -> str | None:
+        return json.loads(follower.o.status_file.read_text())["whole_build"]["history_tests_passed_at"]
+
+    monkeypatch.setattr(follower, "dbt_build", dbt_build)
+    monkeypatch.setattr(follow, "spark_alive", lambda spark: True)
+    assert follower.cycle()  # the process' first build: all of it, the history's tests with it
+    first = history_passed_at()
+    assert first is not None
+    assert follower.cycle()  # the run, then the rest without them
+    assert history_passed_at() == first
+    time.sleep(0.6)
+    assert not follower.cycle()  # due again: the run, then the rest with them, which fails
+    assert follower.cycle()  # the build alone, still with them, passing
+    assert history_passed_at() > first
+    assert ran == ["build (no status)", "run", "rest", "run", "daily", "build"]
+    assert follower.cycle()  # the run, the rest without them
+    assert ran[6:] == ["run", "rest"]
+
+    (tmp_path / "sliced").mkdir()
+    sliced = bare_follower(tmp_path / "sliced", build_every=0.3, build_slice=5.0, test_history_every=0.5)
+    ran = scripted_steps(sliced, [1] * 6, monkeypatch)
+    assert sliced.cycle()  # the first build, whole
+    time.sleep(0.35)
+    assert sliced.cycle() and sliced.cycle()  # a round without the history's tests: m, then a b c
+    time.sleep(0.35)
+    assert sliced.cycle() and sliced.cycle()  # the history's tests due: a round with them
+    first_round, second_round = ["run", "slice m", "records", "slice a b c"], ["run", "slice m", "records"]
+    assert ran == ["build (no status)", *first_round, *second_round, "slice a b c h"]
+    assert sliced.history_passed_at is not None and sliced.history_tested == sliced.last_tested
+
+    (tmp_path / "every").mkdir()
+    every = bare_follower(tmp_path / "every", build_every=0.0, test_history_every=0.0)
+    ran = scripted_steps(every, [1, 1, 1], monkeypatch)
+    assert every.cycle() and every.cycle() and every.cycle()
+    assert ran == ["build (no status)", "run", "daily", "run", "daily"]
 
 
 def test_a_rounds_nodes_are_cut_into_slices_by_their_last_timings():
@@ -561,7 +620,7 @@ def test_after_a_failed_build_the_build_runs_alone_until_it_passes(tmp_path, mon
     assert not follower.cycle()  # the build alone, failing again
     assert follower.cycle()  # the build alone, passing
     assert follower.cycle()  # new files: the run; the next build is not due yet
-    assert [r.split()[0] for r in ran] == ["build", "run", "rest", "build", "build", "records"]
+    assert [r.split()[0] for r in ran] == ["build", "run", "rest", "scheduled", "scheduled", "records"]
     assert follower.counters.failures == {"dbt": 2}
 
 
@@ -634,14 +693,21 @@ def test_a_cycle_between_builds_runs_what_consumers_read_and_the_rest_waits_for_
     built += ("--resource-type", "test")
     everything = listed(follow.DBT_BUILD, *built)
     rest = listed(follow.DBT_BUILD_REST, *built)
-    assert not run & rest
-    assert run | rest == everything
-    assert growing | {"not_null_consumer_records_seq", "unique_sequin_events_seq"} <= rest
+    daily = listed(follow.DBT_BUILD_REST_DAILY, *built)
+    assert not run & daily
+    assert run | daily == everything
+    # Without the history's data tests, the run and the rest are what a scheduled run builds.
+    assert run | rest == listed(follow.DBT_BUILD_SCHEDULED, *built)
+    history_tests = listed(("--selector", "history"), "--resource-type", "test")
+    assert {"unique_sequin_events_seq", "assert_consumer_records_match_sequin_events"} <= history_tests
+    assert daily - rest == history_tests
+    assert growing | {"not_null_consumer_records_seq"} <= rest
     # A round (--build-slice) is the rest too, and a slice builds only the nodes it names.
-    nodes = follow.rest_nodes()
-    names = [name for _, name, _ in nodes]
-    assert set(names) == rest and len(names) == len(set(names))
-    assert {kind for _, _, kind in nodes} <= {"model", "seed", "snapshot", "test"}
+    for with_history, expected in ((False, rest), (True, daily)):
+        nodes = follow.rest_nodes(with_history)
+        names = [name for _, name, _ in nodes]
+        assert set(names) == expected and len(names) == len(set(names))
+        assert {kind for _, _, kind in nodes} <= {"model", "seed", "snapshot", "test"}
     assert listed((*follow.DBT_SLICE, "--select", "record_history"), *built) == {"record_history"}
 
 
