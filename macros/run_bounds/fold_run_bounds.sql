@@ -21,10 +21,12 @@
     - sequin_generation: sequin_events' `table_generation`, read before the range, stamped too.
       While it is the one the model's stamp holds, no commit came since: the range is empty and
       nothing is queried (a run with nothing new).
+    A model that only aggregates the range (key_column_spans) passes `chains=false`: no query
+    lists the moves' chains.
     Only reads: stamping is the model's own step. Zeros when not executing, so the parse renders
     the plan without moves.
 -#}
-{% macro fold_run_bounds(relation, sequin_relation, incremental, truncates_void=true) %}
+{% macro fold_run_bounds(relation, sequin_relation, incremental, truncates_void=true, chains=true) %}
     {%- if not execute -%}
         {{ return({
             'consumed': 0, 'upto': 0, 'key_moves': 0, 'key_move_chains': [], 'truncates': 0,
@@ -63,7 +65,8 @@
         'consumed': consumed,
         'upto': upto,
         'key_moves': key_moves,
-        'key_move_chains': key_move_chains(sequin_relation, consumed, upto, truncates_void=truncates_void) if key_moves else [],
+        'key_move_chains': key_move_chains(sequin_relation, consumed, upto, truncates_void=truncates_void)
+            if key_moves and chains else [],
         'truncates': range['truncates'] | int,
         'sequin_table_id': table_id,
         'subscriptions': 'none',

@@ -3,38 +3,19 @@
 -- changed primary key), and a column that stopped appearing where a new column of the same type
 -- began (a column rename, or a drop and an add). Either leaves old and new rows mixed in
 -- consumer_records and the mirrors; this reports it, and its data test warns while it is not empty.
--- Reads sequin_events' key columns and positions only (a columnar scan, no records) and the
--- column_registry, which is one row per column.
+-- Reads key_column_spans (a row per table and set of key columns, kept a seq range at a time) and
+-- the column_registry (a row per column): neither grows with the changes.
 with
 
-sequin as (
+key_spans as (
 
-    select * from {{ ref('sequin_events') }}
+    select * from {{ ref('key_column_spans') }}
 
 ),
 
 registry as (
 
     select * from {{ ref('column_registry') }}
-
-),
-
--- Row changes only: a truncate or a message names no key.
-key_spans as (
-
-    select
-        source_id,
-        source_schema,
-        source_table,
-        key_columns,
-        min(struct(commit_lsn, commit_idx, committed_at)) as first_seen,
-        max(struct(commit_lsn, commit_idx, committed_at)) as last_seen
-
-    from sequin
-    where
-        action in ('insert', 'update', 'delete', 'read')
-        and key_columns is not null
-    group by source_id, source_schema, source_table, key_columns
 
 ),
 

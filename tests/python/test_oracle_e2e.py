@@ -488,7 +488,7 @@ def test_models_equal_postgres_after_live_capture(postgres, spark, dbt, schemas,
     # The typed mirrors, built once at the end (MIRRORED): their incremental runs and schema changes
     # are test_mirrors' and test_mirrors_live's.
     generated = mirrors.generate(spark, schemas.raw, sources=MIRRORED)
-    dbt("run", "-s", *MIRROR_MODELS, "unannounced_ddl")
+    dbt("run", "-s", *MIRROR_MODELS, "key_column_spans", "unannounced_ddl")
     # The edge tables' mirrors are tested too (as dbt build would: their keys unique and not null),
     # and unannounced_ddl, whose emptiness test warns (the rename) and fails nothing.
     edge_mirrors = {
@@ -499,7 +499,7 @@ def test_models_equal_postgres_after_live_capture(postgres, spark, dbt, schemas,
     }
     assert edge_mirrors <= set(generated), sorted(edge_mirrors - set(generated))
     tests = ("sequin_events", "source_records", "consumer_records", "sequin_violations", "column_registry")
-    tests += (*sorted(edge_mirrors), "unannounced_ddl")
+    tests += (*sorted(edge_mirrors), "key_column_spans", "unannounced_ddl")
     tested = dbt("test", "-s", *tests, "--exclude", "test_type:unit", expect_success=False)
     if not tested.success:
         failing = [r.node.name for r in (tested.result or []) if r.status in ("fail", "error")]

@@ -37,6 +37,8 @@ def test_a_changed_key_and_a_renamed_column_are_reported_and_a_plain_added_colum
     land(
         spark,
         [
+            # the old key once more, in the next run: the span of ["id"] ends here, not at 200
+            change(250, 0, "update", pk=(1,), record={"id": "1", "region": "eu", "v": "b2"}),
             change(
                 300,
                 0,
@@ -57,9 +59,28 @@ def test_a_changed_key_and_a_renamed_column_are_reported_and_a_plain_added_colum
         f"after_first_commit_lsn from {schemas.audit}.unannounced_ddl order by source_table",
     )
     assert found == [
-        ("accounts", "key columns changed", '["id"]', '["id","region"]', 200, 300),
+        ("accounts", "key columns changed", '["id"]', '["id","region"]', 250, 300),
         ("orders", "column renamed or replaced", "total", "amount", 200, 300),
     ]
+    # The key spans were merged by the second run, not rebuilt: they read only its range.
+    spans_table = f"{schemas.audit}.key_column_spans"
+    assert spark.sql(f"describe history {spans_table} limit 1").first()["operation"] == "MERGE"
+    spans_sql = (
+        "select source_table, to_json(key_columns), first_seen.commit_lsn, last_seen.commit_lsn, "
+        f"change_count from {spans_table} order by source_table, size(key_columns)"
+    )
+    spans = rows(spark, spans_sql)
+    assert spans == [
+        ("accounts", '["id"]', 100, 250, 3),
+        ("accounts", '["id","region"]', 300, 300, 1),
+        ("orders", '["id"]', 100, 300, 3),
+    ]
+    # Built a range at a time, as built in full.
+    reported = f"select * from {schemas.audit}.unannounced_ddl order by source_table"
+    before = rows(spark, reported)
+    dbt("run", "-s", "key_column_spans", "unannounced_ddl", "--full-refresh")
+    assert rows(spark, spans_sql) == spans
+    assert rows(spark, reported) == before
     result = dbt("test", "-s", "unannounced_ddl", "--exclude", "test_type:unit")
     assert result.success  # a warning, not an error: the data is not wrong, it needs a decision
     statuses = {r.node.name: str(r.status) for r in result.result}
