@@ -31,8 +31,13 @@ def test_a_changed_key_and_a_renamed_column_are_reported_and_a_plain_added_colum
         ],
         batch_id=1,
     )
+    # A warehouse of an earlier version holds it as a table: the run makes it the view it is now.
+    spark.sql(f"create schema if not exists {schemas.audit}")
+    spark.sql(f"create or replace table {schemas.audit}.unannounced_ddl (source_id string) using delta")
     dbt("run", "-s", *BUILD)
     assert rows(spark, f"select * from {schemas.audit}.unannounced_ddl") == []
+    described = spark.sql(f"describe extended {schemas.audit}.unannounced_ddl")
+    assert described.where("col_name = 'Type'").first()[1] == "VIEW"
 
     land(
         spark,
