@@ -3,9 +3,10 @@
 Each cycle lands the landing zone's new files (the ingestion job's ``run``), writes the typed mirror
 model of any table seen for the first time (``mirrors.generate``), runs dbt in-process on the same
 Spark session (dbt-spark's session method finds it: no second JVM): ``dbt run`` of what consumers
-read (``consumer_records``, the mirrors), and a whole ``dbt build`` once per ``--build-every``, after
-the run and once the status file says what the run made visible (its rest spread over the cycles
-that follow, about ``--build-slice`` seconds of it each, so that it holds none back); then it prints
+read (``consumer_records``, the mirrors), and a whole ``dbt build`` once per ``--build-every`` (the
+scheduled build; the history's data tests join it once per ``--test-history-every``), after the run
+and once the status file says what the run made visible (its rest spread over the cycles that
+follow, about ``--build-slice`` seconds of it each, so that it holds none back); then it prints
 one line with each source's lag and writes the status file. A cycle starts as soon as the landing
 zone shows a new or grown file (with nothing new, ``--max-idle`` after the previous one; at once while
 a whole build's rest is under way), and never sooner than ``--min-interval`` after the previous one
@@ -988,7 +989,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         type=_positive_float,
         default=float(env.get("WAL_LAKE_FOLLOW_BUILD_EVERY", "600")),
         help="seconds between two cycles that run the whole dbt build (every model, seed, the snapshot "
-        "and the data tests, as `dbt build --selector scheduled`); the cycles between run "
+        "and the data tests but the history's: `dbt build --selector scheduled`); the cycles between run "
         "consumer_records, the mirrors and what they need (dbt run). 0: the whole build every cycle "
         "(env WAL_LAKE_FOLLOW_BUILD_EVERY; default 600)",
     )
