@@ -12,6 +12,22 @@ from pathlib import Path
 from python_jobs.ingest.ledger import DEFAULT_SCHEMA
 from testkit.warehouse import consumer_records, spark_query
 
+PROJECT_DIR = Path(__file__).resolve().parents[2]
+
+
+def dbt_ls(*arguments: str) -> dict[str, dict]:
+    """The nodes `dbt ls` lists with ``arguments`` (a selection, resource types), by name: each
+    one's resource type and parents. Sources are left out."""
+    from dbt.cli.main import dbtRunner
+
+    result = dbtRunner().invoke(
+        ["ls", "--output", "json", "--output-keys", "name resource_type depends_on", "--quiet", *arguments]
+        + ["--project-dir", str(PROJECT_DIR), "--profiles-dir", str(PROJECT_DIR)]
+    )
+    assert result.success, result.exception
+    nodes = [json.loads(line) for line in result.result]
+    return {node["name"]: node for node in nodes if node["resource_type"] != "source"}
+
 
 def raw_schema() -> str:
     """Where the models' sources are: the test module's own raw schema (conftest's ``schemas``)."""

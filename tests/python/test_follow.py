@@ -28,6 +28,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from model_helpers import dbt_ls
 
 from python_jobs import follow, status
 from python_jobs.lsn import format_lsn
@@ -669,16 +670,10 @@ def test_a_cycle_between_builds_runs_what_consumers_read_and_the_rest_waits_for_
     cost grows with the history (record_history, the audit models) nor mirror_rejects, which wait
     for the build. The build after the run (`fresh_rest`) takes every other node and the tests of
     the run's models too: together they are the whole build, and no model runs twice."""
-    from dbt.cli.main import dbtRunner
 
     def listed(command: tuple[str, ...], *options: str) -> set[str]:
         selection = [arg for arg in command if arg not in ("run", "build", "--quiet")]
-        result = dbtRunner().invoke(
-            ["ls", "--output", "name", "--quiet", *options, *selection]
-            + ["--project-dir", str(PROJECT_DIR), "--profiles-dir", str(PROJECT_DIR)]
-        )
-        assert result.success, result.exception
-        return set(result.result)
+        return set(dbt_ls(*options, *selection))
 
     run = listed(follow.DBT_RUN, "--resource-type", "model")
     assert {"consumer_records", "sequin_events", "source_records", "column_registry"} <= run

@@ -4,24 +4,9 @@ are those that read a model growing with the change history; together they are t
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
+from model_helpers import dbt_ls as listed
 
-PROJECT_DIR = Path(__file__).resolve().parents[2]
 BUILT = {"model", "seed", "snapshot"}
-
-
-def listed(*selection: str) -> dict[str, dict]:
-    """The nodes `dbt ls` lists for ``selection``, by name: their resource type and parents."""
-    from dbt.cli.main import dbtRunner
-
-    result = dbtRunner().invoke(
-        ["ls", "--output", "json", "--output-keys", "name resource_type depends_on", "--quiet", *selection]
-        + ["--project-dir", str(PROJECT_DIR), "--profiles-dir", str(PROJECT_DIR)]
-    )
-    assert result.success, result.exception
-    nodes = [json.loads(line) for line in result.result]
-    return {node["name"]: node for node in nodes if node["resource_type"] != "source"}
 
 
 def test_a_scheduled_build_runs_every_model_and_the_tests_that_do_not_read_the_whole_history():
