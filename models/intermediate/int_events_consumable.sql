@@ -19,20 +19,7 @@ consumable as (
     select
         events.*,
         -- Two landed rows at one position are the same change only if they say the same thing.
-        sha2(
-            to_json(
-                struct(
-                    events.action,
-                    events.source_schema,
-                    events.source_table,
-                    events.record_pk,
-                    events.record,
-                    events.changes,
-                    events.old_record_pk
-                )
-            ),
-            256
-        ) as change_hash
+        {{ change_hash('events') }} as change_hash
 
     from events
     inner join frontier
