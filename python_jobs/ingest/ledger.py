@@ -4,11 +4,13 @@ A batch is planned, executed, then marked done (docs/ingestion.md):
 
 1. ``wal_batches`` gets the plan, in one Delta commit: one row per file with the line to start
    from. From then on the batch's input is fixed.
-2. ``wal_events``, ``wal_rejects`` and ``wal_frontier`` are appended with Delta idempotent writes
-   (``txnAppId`` per table, ``txnVersion`` = batch_id): re-executing a batch after a crash skips
-   every write that already committed. A batch without rejects writes nothing to ``wal_rejects``.
+2. ``wal_events`` and ``wal_rejects`` are appended with Delta idempotent writes (``txnAppId`` per
+   table, ``txnVersion`` = batch_id): re-executing a batch after a crash skips every write that
+   already committed. A batch without rejects writes nothing to ``wal_rejects``.
 3. ``wal_files`` gets the outcome of every planned file, in one commit: that commit is the batch's
    "done" mark. A planned batch without outcome rows is unfinished and is re-executed first.
+   ``wal_frontier`` is appended beside it (idempotent too): when the done mark committed and the
+   frontier did not, the next run appends the frontier first (``job._restore_frontier``).
 """
 
 from __future__ import annotations
@@ -189,7 +191,7 @@ class Ledger:
             df.select(*[F.col(f.name).cast(f.dataType) for f in SCHEMAS[table].fields])
             .write.format("delta")
             .mode("append")
-            .option("txnAppId", f"wal_lake/{self.schema}/{table}")
+            .option("txnAppId", self._app_id(table))
             .option("txnVersion", batch_id)
             .option("userMetadata", self._marker(batch_id))
             .saveAsTable(self.name(table))
@@ -204,21 +206,27 @@ class Ledger:
         Only reads. When a commit comes in between, the append meets a newer snapshot and computes
         its state itself, as it would have without this. A failure here costs only that time: it is
         logged as a warning, not raised."""
-        jvm = self.spark.sparkContext._jvm
-        none = jvm.scala.Option.empty()
         for table in tables:
             try:
-                identifier = jvm.org.apache.spark.sql.catalyst.TableIdentifier(
-                    table, jvm.scala.Some(self.schema)
-                )
-                log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(self.spark._jsparkSession, identifier)
-                log.update(False, none, none).transactions()
+                self._transactions(table)
             except Exception as exc:  # py4j wraps whatever the JVM raised
                 _log.warning(
                     "could not prepare the append to %s (it computes its state itself): %s",
                     self.name(table),
                     first_line(exc),
                 )
+
+    def _app_id(self, table: str) -> str:
+        return f"wal_lake/{self.schema}/{table}"
+
+    def _transactions(self, table: str):
+        """The ``txnAppId`` versions of the table's latest snapshot (a Scala map), its state computed
+        if it was not yet."""
+        jvm = self.spark.sparkContext._jvm
+        none = jvm.scala.Option.empty()
+        identifier = jvm.org.apache.spark.sql.catalyst.TableIdentifier(table, jvm.scala.Some(self.schema))
+        log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(self.spark._jsparkSession, identifier)
+        return log.update(False, none, none).transactions()
 
     def _marker(self, batch_id: int) -> str:
         return f"wal_lake ingest batch {batch_id}, run {self.run_id}"  # read back by _MARKER
@@ -228,6 +236,13 @@ class Ledger:
         from delta.tables import DeltaTable
 
         return DeltaTable.forName(self.spark, self.name(table)).history(1).first()
+
+    def _marked_batch(self, table: str) -> int | None:
+        """The batch id that the mark on the table's latest commit names; None when that commit is not
+        a batch's append (the table's creation, a column added, a user's OPTIMIZE)."""
+        last = self._latest_commit(table)
+        marked = _MARKER.match((last["userMetadata"] or "") if last is not None else "")
+        return int(marked.group(1)) if marked else None
 
     def rows_committed(self, table: str, batch_id: int) -> int | None:
         """The rows that this run's append of ``batch_id`` wrote, read from the table's latest commit
@@ -247,11 +262,20 @@ class Ledger:
         (``_marker``), so the table's latest commit names the last plan: one read of its history,
         without a scan of the table. A latest commit of anything else (the table's creation, a
         column added, a user's OPTIMIZE) falls back on the scan."""
-        last = self._latest_commit(BATCHES)
-        marked = _MARKER.match((last["userMetadata"] or "") if last is not None else "")
-        if marked:
-            return int(marked.group(1))
+        marked = self._marked_batch(BATCHES)
+        if marked is not None:
+            return marked
         return self.table(BATCHES).agg(F.max("batch_id")).first()[0] or 0
+
+    def last_frontier_batch(self) -> int | None:
+        """The batch of ``wal_frontier``'s last append (None before any): the mark on its latest commit
+        (one read of its history), or, when that commit is something else (the table's creation, a
+        column added, a user's OPTIMIZE), the ``txnAppId`` version its state holds."""
+        marked = self._marked_batch(FRONTIER)
+        if marked is not None:
+            return marked
+        version = self._transactions(FRONTIER).get(self._app_id(FRONTIER))
+        return None if version.isEmpty() else int(version.get())
 
     def last_batch_id(self, done: int, planned: int) -> int:
         """The greatest batch_id any table has seen, given the greatest done and the greatest planned.

@@ -500,7 +500,8 @@ def test_a_crash_at_any_write_then_a_rerun_gives_the_undisturbed_result(spark, l
     ingest(spark, landing, undisturbed)
     expected = _landed(spark, undisturbed)
 
-    for table in (EVENTS, REJECTS, FRONTIER, FILES):
+    # (wal_frontier commits beside wal_files, the done mark: the next test crashes there.)
+    for table in (EVENTS, REJECTS, FILES):
         with monkeypatch.context() as patch:
             _crash_at(patch, table)
             with pytest.raises(RuntimeError, match=f"simulated crash before writing {table}"):
@@ -510,6 +511,34 @@ def test_a_crash_at_any_write_then_a_rerun_gives_the_undisturbed_result(spark, l
     assert _landed(spark, schema) == expected
     assert len({r["batch_id"] for r in rows(spark, schema, BATCHES)}) == 1
     assert ingest(spark, landing, schema)[0].batches == 0
+    assert _landed(spark, schema) == expected
+
+
+def test_a_batch_done_without_its_frontier_gets_it_from_the_next_run(spark, landing, schema, monkeypatch):
+    """wal_frontier commits beside wal_files (the done mark): when the mark commits and the frontier
+    does not, the next run appends the frontier that batch would have written, first, even with
+    nothing new to land; a run after it appends nothing."""
+    write(landing / "src" / "0001.jsonl", FIXTURE_LINES[:11])
+    undisturbed = f"{schema}_undisturbed"
+    ingest(spark, landing, undisturbed)
+    write(landing / "src" / "0002.jsonl", FIXTURE_LINES[11:])
+    ingest(spark, landing, undisturbed)
+    expected = _landed(spark, undisturbed)
+
+    (landing / "src" / "0002.jsonl").unlink()
+    ingest(spark, landing, schema)
+    write(landing / "src" / "0002.jsonl", FIXTURE_LINES[11:])
+    with monkeypatch.context() as patch:
+        _crash_at(patch, FRONTIER)
+        with pytest.raises(RuntimeError, match="simulated crash before writing wal_frontier"):
+            ingest(spark, landing, schema)
+    assert {r["batch_id"] for r in rows(spark, schema, FILES)} == {1, 2}  # batch 2 is done
+    assert {r["batch_id"] for r in rows(spark, schema, FRONTIER)} == {1}  # without its frontier
+    summary, out = ingest(spark, landing, schema)
+    assert summary.batches == 0 and "batch 2: done without its frontier; frontier appended" in out
+    assert _landed(spark, schema) == expected
+    summary, out = ingest(spark, landing, schema)
+    assert summary.batches == 0 and "frontier appended" not in out
     assert _landed(spark, schema) == expected
 
 
