@@ -128,7 +128,7 @@ def _format_inputs(
 
 
 def _advanced_frontiers(
-    frontiers: dict[str, int | None], landed_max: dict[str, int], sources: set[str]
+    frontiers: dict[str, int | None], landed_max: dict[str, int | None], sources: set[str]
 ) -> dict[str, int | None]:
     """Per source of a batch, the greater of its frontier so far and the greatest commit it landed."""
     advanced = {}
@@ -234,12 +234,11 @@ def _restore_frontier(ledger: Ledger, known: _Known, out: TextIO) -> None:
     if not done or (known.frontier_batch is not None and known.frontier_batch >= done):
         return
     rows = [row for row in known.history if row["batch_id"] == done]
-    landed_max: dict[str, int] = {}
-    for row in rows:
-        if (lsn := row.get("max_commit_lsn")) is not None:
-            landed_max[row["source_id"]] = max(lsn, landed_max.get(row["source_id"], lsn))
+    # Per source, the greatest commit the batch landed (its rows, written by a version that records
+    # it: only such a version commits the frontier beside the done mark).
+    landed = frontiers_from_files(rows) or {}
     before = ledger.frontiers()  # wal_frontier's latest rows: as of the batches before `done`
-    restored = _advanced_frontiers(before, landed_max, {row["source_id"] for row in rows})
+    restored = _advanced_frontiers(before, landed, {row["source_id"] for row in rows})
     planned_at, _ = ledger.plan_of(done)
     _append_frontier(ledger, done, planned_at, restored)
     print(f"batch {done}: done without its frontier; frontier appended", file=out, flush=True)
