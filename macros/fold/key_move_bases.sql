@@ -10,8 +10,9 @@
     change deletes the old key just before it creates the new one, and the move must carry the
     values from before that delete. An earlier move onto the old key makes a chain (A -> B -> C,
     A -> B -> A), resolved oldest link first. With `chains` (key_move_chains: each chained move's
-    chain and position, a list, empty when no row moved twice) in one grouping of the links;
-    without it (more than `wal_lake_max_chained_key_moves` chained moves to list) by recursion, in
+    chain and position, a list) in one grouping of the links; when the list is empty (no row moved
+    twice, the common run) each move's base is what it carries, with no grouping at all; without
+    it (more than `wal_lake_max_chained_key_moves` chained moves to list) by recursion, in
     a `with recursive` clause: at most Spark's `spark.sql.cteRecursionLevelLimit` (100) moves of one
     row in one build, each level planning and running the links' query again.
     `broadcast`: the moves are few; broadcast them so only the touches of moved-from keys shuffle.
@@ -134,23 +135,39 @@
                 and move_links.previous_move_seq = move_bases.seq
 
     )
+{%- elif chains == [] %}
+
+    -- No move in the run continues another (key_move_chains listed none): each move's base is what
+    -- it carries. A move with a move before it would resolve wrong: the query fails instead.
+    move_bases as (
+
+        select
+            {{ table_key | join(', ') }},
+            record_pk,
+            seq,
+            case
+                when previous_move_seq is not null
+                    then raise_error('a key move continues another chain than key_move_chains counted')
+                else carried
+            end as base
+
+        from move_links
+
+    )
 {%- else %}
 
     -- Where each move stands in its chain (`chains`, from key_move_chains): its chain's first move
     -- and its position. A move that no earlier move in the run led to is a chain of its own. A
     -- predecessor other than the one counted would resolve wrong: the query fails instead.
-    {%- if chains %}
+    move_chains as (
 
-        move_chains as (
+        select * from values
+        {%- for seq, chain_seq, position, previous in chains %}
+            ({{ seq }}L, {{ chain_seq }}L, {{ position }}, {{ previous ~ 'L' if previous is not none else 'cast(null as bigint)' }}){{ ',' if not loop.last }}
+        {%- endfor %}
+            as chain (seq, chain_seq, position, previous_move_seq)
 
-            select * from values
-            {%- for seq, chain_seq, position, previous in chains %}
-                ({{ seq }}L, {{ chain_seq }}L, {{ position }}, {{ previous ~ 'L' if previous is not none else 'cast(null as bigint)' }}){{ ',' if not loop.last }}
-            {%- endfor %}
-                as chain (seq, chain_seq, position, previous_move_seq)
-
-        ),
-    {%- endif %}
+    ),
 
     placed_links as (
 
@@ -158,23 +175,16 @@
             {{ links_table_key }},
             move_links.record_pk,
             move_links.seq,
-            {%- if chains %}
-                coalesce(move_chains.chain_seq, move_links.seq) as chain_seq,
-                coalesce(move_chains.position, 1) as position,
-            {%- else %}
-                move_links.seq as chain_seq,
-                1 as position,
-            {%- endif %}
+            coalesce(move_chains.chain_seq, move_links.seq) as chain_seq,
+            coalesce(move_chains.position, 1) as position,
             case
-                when not (move_links.previous_move_seq <=> {{ 'move_chains.previous_move_seq' if chains else 'null' }})
+                when not (move_links.previous_move_seq <=> move_chains.previous_move_seq)
                     then raise_error('a key move continues another chain than key_move_chains counted')
                 else move_links.carried
             end as carried
 
         from move_links
-        {%- if chains %}
-            left join move_chains on move_links.seq = move_chains.seq
-        {%- endif %}
+        left join move_chains on move_links.seq = move_chains.seq
 
     ),
 

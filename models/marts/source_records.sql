@@ -143,14 +143,15 @@ existing as (
             on
                 {{ columns_equal('existing_records', 'truncates', table_key) }}
     {%- elif over_stored and bounds.key_moves -%}
-        -- Only the keys a row moved away from: a move's base starts from their stored record.
+        -- Only the keys a row moved away from: a move's base starts from their stored record. (A
+        -- semi join keeps each stored record once whatever repeats: no distinct, no shuffle for it.)
         select /*+ broadcast(moved_from) */
             existing_records.*,
             cast(null as bigint) as truncated_seq
 
         from {{ this }} as existing_records
         left semi join (
-            select distinct
+            select
                 {{ table_key | join(',\n                ') }},
                 old_record_pk as record_pk
             from live_touches
