@@ -19,6 +19,8 @@
 -#}
 {% macro key_move_bases(touches, starting_records, table_key, broadcast=true, chains=none) -%}
     {%- set is_move = is_key_change('earlier.') -%}
+    {#- What a move whose predecessor is not the one key_move_chains counted does: fail the query. -#}
+    {%- set wrong_chain = "raise_error('a key move continues another chain than key_move_chains counted')" -%}
     {%- set moves_table_key = 'moves.' ~ table_key | join(', moves.') -%}
     {%- set links_table_key = 'move_links.' ~ table_key | join(', move_links.') -%}
     {%- set starting_record = 'first(starting.record, true)' if starting_records else null_record() -%}
@@ -147,7 +149,7 @@
             seq,
             case
                 when previous_move_seq is not null
-                    then raise_error('a key move continues another chain than key_move_chains counted')
+                    then {{ wrong_chain }}
                 else carried
             end as base
 
@@ -179,7 +181,7 @@
             coalesce(move_chains.position, 1) as position,
             case
                 when not (move_links.previous_move_seq <=> move_chains.previous_move_seq)
-                    then raise_error('a key move continues another chain than key_move_chains counted')
+                    then {{ wrong_chain }}
                 else move_links.carried
             end as carried
 
