@@ -26,6 +26,7 @@ from python_jobs.ingest import table_keys
 from python_jobs.ingest.accounting import (
     KIND_REJECTED,
     BatchResult,
+    LineStats,
     RunSummary,
     check_lines_counted,
     check_rejects_counted,
@@ -152,22 +153,12 @@ def _events_written(
     return ledger.batch_events(batch_id)
 
 
-def load(
-    ledger: Ledger,
-    batch_id: int,
-    planned_at: datetime,
-    plan: list[PlannedFile],
-    sets: list[ChangeSet],
-    frontiers: dict[str, int | None],
-    counted: dict[str, int] | None = None,
-) -> BatchResult:
-    """Write one batch's outputs exactly once, then mark it done (the ``wal_files`` commit).
-
-    The events are written first and counted (``_events_written``); only when fewer landed than the
-    outcomes say are the late rejects computed (their lines are parsed again), so a batch of clean
-    lines is parsed once."""
-    spark = ledger.spark
-    stamp = [F.lit(batch_id).alias("batch_id"), F.lit(planned_at).alias("ingested_at")]
+def count_outcomes(
+    plan: list[PlannedFile], sets: list[ChangeSet], counted: dict[str, int] | None = None
+) -> dict[tuple[str, str], LineStats]:
+    """Every line's outcome counted per file (the framing: most of what a batch reads before it writes),
+    and the checks the counts decide: every line of the files read (``counted``, per file) has one
+    outcome, and the files' names sort in WAL order. Writes nothing."""
     stats = line_stats(sets)
     for cs in sets:  # the counts above computed every line's outcome into the shared frames
         for df in cs.upstream:
@@ -175,7 +166,26 @@ def load(
     if counted is not None:
         check_lines_counted(plan, stats, counted)
     check_wal_order(plan, stats)
+    return stats
 
+
+def load(
+    ledger: Ledger,
+    batch_id: int,
+    planned_at: datetime,
+    plan: list[PlannedFile],
+    sets: list[ChangeSet],
+    frontiers: dict[str, int | None],
+    stats: dict[tuple[str, str], LineStats],
+) -> BatchResult:
+    """Write one batch's outputs exactly once, then mark it done (the ``wal_files`` commit), given
+    every line's outcome counted (``count_outcomes``).
+
+    The events are written first and counted (``_events_written``); only when fewer landed than the
+    outcomes say are the late rejects computed (their lines are parsed again), so a batch of clean
+    lines is parsed once."""
+    spark = ledger.spark
+    stamp = [F.lit(batch_id).alias("batch_id"), F.lit(planned_at).alias("ingested_at")]
     ledger.append(EVENTS, union_all([cs.events for cs in sets]).select("*", *stamp), batch_id)
     landing = landing_events(stats)
     written = _events_written(ledger, batch_id, landing)
@@ -334,9 +344,12 @@ def _run_batch(
         beside.submit(ledger.prepare_appends, PREPARED)
         try:
             sets = [_hold(cs, held) for cs in sets]
+            # The lines are framed and counted while the plan's commit is under way: both mostly
+            # wait (on the tasks, on the commit), and counting writes nothing.
+            stats = count_outcomes(plan, sets, counted)
             if plan_written is not None:
                 plan_written.result()  # the write-ahead plan is committed before any output
-            return load(ledger, batch_id, planned_at, plan, sets, frontiers, counted)
+            return load(ledger, batch_id, planned_at, plan, sets, frontiers, stats)
         finally:
             for df in held:
                 _release(df)

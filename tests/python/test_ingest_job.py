@@ -10,6 +10,7 @@ import json
 import re
 import shutil
 import sys
+import threading
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -206,6 +207,38 @@ def test_a_batch_prepares_its_appends_while_it_frames(spark, landing, schema, mo
     assert log.update(False, none, none)._computedStateTriggered()
     warned = [r.getMessage() for r in caplog.records]
     assert len(warned) == 1 and f"{schema}.no_such_table" in warned[0], warned
+
+
+def test_a_batch_frames_and_counts_its_lines_while_its_plan_commits(spark, landing, schema, monkeypatch):
+    """The write-ahead plan's commit (mostly a wait on Delta's log) runs beside the batch's framing and
+    outcome counts, which write nothing; the events are appended only after the plan has committed."""
+    (landing / "src" / "0001.jsonl").write_text("".join(FIXTURE_LINES[:14]))
+    counting = threading.Event()
+    calls: list[str] = []
+    write_plan, count_outcomes, append = job.write_plan, job.count_outcomes, Ledger.append
+
+    def planning(*args, **kwargs):
+        # Commits only once the batch has started counting: a batch that counted after the plan's
+        # commit would wait here for the timeout.
+        calls.append("plan written" if counting.wait(timeout=20) else "plan written before any count")
+        write_plan(*args, **kwargs)
+
+    def counted(*args, **kwargs):
+        counting.set()
+        calls.append("counting")
+        return count_outcomes(*args, **kwargs)
+
+    def appending(self, table, df, batch_id):
+        calls.append(f"append {table}")
+        append(self, table, df, batch_id)
+
+    monkeypatch.setattr(job, "write_plan", planning)
+    monkeypatch.setattr(job, "count_outcomes", counted)
+    monkeypatch.setattr(Ledger, "append", appending)
+    summary, _ = ingest(spark, landing, schema)
+    assert summary.landed == len(rows(spark, schema, EVENTS)) > 0 and summary.balanced
+    assert calls.index("counting") < calls.index("plan written") < calls.index(f"append {BATCHES}")
+    assert calls.index(f"append {BATCHES}") < calls.index(f"append {EVENTS}")
 
 
 def test_a_transaction_split_across_files_lands_once_when_complete(spark, landing, schema):
