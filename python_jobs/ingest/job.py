@@ -70,6 +70,8 @@ __all__ = ["BatchResult", "Carry", "IngestError", "RunSummary", "load", "run", "
 # models and small batches; a large batch raises it for its own shuffles, so that no partition of the
 # parsed lines (two to three times the size of their text) outgrows a task's memory.
 BATCH_PARTITION_BYTES = 32 * 2**20
+# A batch of wal2json files up to this size runs with Spark's adaptive execution off (_plans_statically).
+STATIC_PLAN_BYTES = 32 * 2**20
 
 
 # --- extract ---------------------------------------------------------------------------------------
@@ -268,6 +270,18 @@ def _batch_partitions(spark: SparkSession, plan: list[PlannedFile]) -> tuple[str
     return current, max(int(current), -(-size // BATCH_PARTITION_BYTES))
 
 
+def _plans_statically(plan: list[PlannedFile]) -> bool:
+    """Whether the batch runs with Spark's adaptive execution off: a small batch of wal2json files.
+
+    Adaptive execution plans each shuffle stage again once the one before it has run: for a batch of
+    a few megabytes, a dozen of re-plannings and separate jobs that cost more than the work they plan
+    (it has nothing to coalesce or split, and its joins are broadcast by hint). A Debezium batch keeps
+    it: its lookups of landed events rely on it to drop a join with nothing to look up before it
+    reads wal_events."""
+    size = sum(p.file_size or 0 for p in plan)
+    return size <= STATIC_PLAN_BYTES and all(p.source_format != FORMAT_DEBEZIUM for p in plan)
+
+
 def run_batch(
     ledger: Ledger,
     batch_id: int,
@@ -284,6 +298,8 @@ def run_batch(
     spark = ledger.spark
     current, partitions = _batch_partitions(spark, plan)
     pinned = {**split_settings(spark), "spark.sql.shuffle.partitions": str(partitions)}
+    if _plans_statically(plan):
+        pinned["spark.sql.adaptive.enabled"] = "false"
     saved = {key: spark.conf.get(key, None) for key in pinned}
     saved["spark.sql.shuffle.partitions"] = current
     for key, value in pinned.items():

@@ -819,6 +819,40 @@ def test_a_large_batch_uses_more_shuffle_partitions_for_itself_only(spark, landi
     assert _positions(spark, schema + "_many") == expected
 
 
+def test_a_small_wal2json_batch_runs_without_adaptive_execution(spark, landing, schema, monkeypatch):
+    """A batch of a few megabytes of wal2json plans its stages once, with adaptive execution off, and
+    puts the session's setting back; a larger batch, or one with a Debezium file, keeps it. The
+    landed rows do not depend on it."""
+
+    def planned(fmt: str, size: int) -> PlannedFile:
+        return PlannedFile("src", f"f-{fmt}-{size}", fmt, 1, size, None)
+
+    small, large = 2**20, job.STATIC_PLAN_BYTES + 1
+    assert job._plans_statically([planned("wal2json", small), planned("wal2json", small)])
+    assert not job._plans_statically([planned("wal2json", large)])
+    assert not job._plans_statically([planned("wal2json", small), planned("debezium", small)])
+
+    key = "spark.sql.adaptive.enabled"
+    session_value = spark.conf.get(key)
+    shutil.copy(FIXTURE, landing / "src" / "0001.jsonl")
+    seen: list[str] = []
+    real_load = job.load
+
+    def spying_load(*args, **kwargs):
+        seen.append(spark.conf.get(key))
+        return real_load(*args, **kwargs)
+
+    monkeypatch.setattr(job, "load", spying_load)
+    ingest(spark, landing, schema)
+    assert seen == ["false"] and spark.conf.get(key) == session_value
+    expected = _positions(spark, schema)
+
+    monkeypatch.setattr(job, "STATIC_PLAN_BYTES", 0)  # the fixture is then too large to plan statically
+    ingest(spark, landing, schema + "_adaptive")
+    assert seen == ["false", session_value] and spark.conf.get(key) == session_value
+    assert _positions(spark, schema + "_adaptive") == expected
+
+
 def test_any_legal_path_lands(spark, tmp_path, schema):
     """Spark names a file URL-encoded (land%20ing, 50%25, a%23b) where the listing names it as it is:
     the lines must still be matched to their planned file, whatever the path holds."""
