@@ -274,7 +274,7 @@ def _plans_statically(plan: list[PlannedFile]) -> bool:
     """Whether the batch runs with Spark's adaptive execution off: a small batch of wal2json files.
 
     Adaptive execution plans each shuffle stage again once the one before it has run: for a batch of
-    a few megabytes, a dozen of re-plannings and separate jobs that cost more than the work they plan
+    a few megabytes, a dozen re-plannings and separate jobs that cost more than the work they plan
     (it has nothing to coalesce or split, and its joins are broadcast by hint). A Debezium batch keeps
     it: its lookups of landed events rely on it to drop a join with nothing to look up before it
     reads wal_events."""
