@@ -263,11 +263,15 @@ def _restore_frontier(ledger: Ledger, known: _Known, out: TextIO) -> None:
 PREPARED = (EVENTS, FRONTIER, FILES)
 
 
+def _batch_bytes(plan: list[PlannedFile]) -> int:
+    """The landing text a batch reads, by its files' sizes: what its settings are chosen by."""
+    return sum(p.file_size or 0 for p in plan)
+
+
 def _batch_partitions(spark: SparkSession, plan: list[PlannedFile]) -> tuple[str, int]:
     """(the session's shuffle partitions, as set; the partitions this batch uses)."""
     current = spark.conf.get("spark.sql.shuffle.partitions")
-    size = sum(p.file_size or 0 for p in plan)
-    return current, max(int(current), -(-size // BATCH_PARTITION_BYTES))
+    return current, max(int(current), -(-_batch_bytes(plan) // BATCH_PARTITION_BYTES))
 
 
 def _plans_statically(plan: list[PlannedFile]) -> bool:
@@ -278,8 +282,7 @@ def _plans_statically(plan: list[PlannedFile]) -> bool:
     (it has nothing to coalesce or split, and its joins are broadcast by hint). A Debezium batch keeps
     it: its lookups of landed events rely on it to drop a join with nothing to look up before it
     reads wal_events."""
-    size = sum(p.file_size or 0 for p in plan)
-    return size <= STATIC_PLAN_BYTES and all(p.source_format != FORMAT_DEBEZIUM for p in plan)
+    return _batch_bytes(plan) <= STATIC_PLAN_BYTES and all(p.source_format != FORMAT_DEBEZIUM for p in plan)
 
 
 def run_batch(
