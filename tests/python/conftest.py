@@ -32,6 +32,17 @@ os.environ["WAL_LAKE_MIRROR_MODELS"] = str(_MIRROR_MODELS / "none")
 atexit.register(shutil.rmtree, PROJECT_DIR / _MIRROR_MODELS, ignore_errors=True)
 
 
+def pytest_sessionfinish(session, exitstatus) -> None:
+    """A passing session leaves nothing behind: its warehouse, metastore and dbt logs (about 70 MB a
+    process) go when the process ends. A failing one keeps them for a look at its dbt logs."""
+    if exitstatus == 0:
+        atexit.register(shutil.rmtree, _SCRATCH, ignore_errors=True)
+        return
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_line(f"kept the failed session's warehouse and dbt logs: {_SCRATCH}")
+
+
 # The suite runs in two workers, a module to a worker (pyproject.toml: -n 2 --dist loadfile). The
 # longest modules go first, so that neither worker is left running one of them alone at the end; the
 # fast tier's longest follow, for the same reason in `make check`.

@@ -1,4 +1,5 @@
-"""Settings of the local target's Spark (profiles.yml) that the jobs' speed rests on.
+"""Settings of the local target's Spark (profiles.yml) that the jobs' speed rests on, and one that keeps
+the machine's temporary directory clean.
 
 It keeps the code it generates for far more than Spark's default 100 stages
 (``spark.sql.codegen.cache.maxEntries``): a follower cycle or a models' increment uses about 600
@@ -7,6 +8,9 @@ classes, and with the default each was generated, compiled and JIT-compiled agai
 DataFrame function (``spark.python.sql.dataFrameDebugging.enabled``)."""
 
 from __future__ import annotations
+
+import os
+from pathlib import Path
 
 from benchmarks.codegen import classes_compiled
 
@@ -42,3 +46,15 @@ def test_pyspark_does_not_record_a_call_site_for_every_function(spark):
         assert utils.is_debugging_enabled() is False
     finally:
         utils._enable_debugging_cache = saved
+
+
+def test_the_metastore_client_keeps_its_session_directory_under_the_spark_directory(spark):
+    """Hive's metastore client makes a directory for its session, by default in the temporary
+    directory, and Spark never closes that session, so the directory stays: one for every process
+    that opens the metastore (a dbt invocation, a job, a test worker). profiles.yml puts it under the
+    Spark directory, beside the warehouse and the metastore."""
+    spark.sql("show databases").collect()  # the metastore's client is open, and its session
+    under_spark_dir = Path(os.environ["WAL_LAKE_SPARK_DIR"]) / "hive_resources"
+    ours = [p.name for p in under_spark_dir.iterdir()] if under_spark_dir.is_dir() else []
+    assert ours, f"no session directory under {under_spark_dir}: the setting did not reach Hive"
+    assert all(name.endswith("_resources") for name in ours), ours
