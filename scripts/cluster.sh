@@ -98,6 +98,8 @@ start() {
   # The Thrift Server needs only the master to start (its executors come when the worker registers):
   # the two JVMs start side by side, and both are waited for below.
   # Delta's extension and catalog are static confs: they must be set when the server starts.
+  # Hive's session directories and the server's operation logs go under $STATE, not /tmp (Hive's
+  # client makes a directory per session and never removes it).
   (cd "$STATE" && launch thrift "$THRIFT_PORT" "$home/bin/spark-submit" \
     --master "$MASTER_URL" \
     --class org.apache.spark.sql.hive.thriftserver.HiveThriftServer2 \
@@ -112,6 +114,7 @@ start() {
     --conf spark.sql.warehouse.dir="$WAREHOUSE" \
     --conf "spark.hadoop.javax.jdo.option.ConnectionURL=jdbc:derby:;databaseName=$STATE/metastore_db;create=true" \
     --conf "spark.driver.extraJavaOptions=-Dderby.system.home=$STATE" \
+    --conf "spark.hadoop.hive.downloaded.resources.dir=$STATE/hive_resources/\${hive.session.id}_resources" \
     --conf spark.sql.ansi.enabled=false \
     --conf spark.sql.session.timeZone=UTC \
     --conf spark.sql.shuffle.partitions="${WAL_LAKE_SHUFFLE_PARTITIONS:-4}" \
@@ -120,6 +123,7 @@ start() {
     --conf spark.ui.enabled=false \
     --hiveconf hive.server2.thrift.port="$THRIFT_PORT" \
     --hiveconf hive.server2.thrift.bind.host=127.0.0.1 \
+    --hiveconf hive.server2.logging.operation.log.location="$STATE/operation_logs" \
     spark-internal)
   wait_port worker "$WORKER_UI_PORT" 60
   wait_port thrift "$THRIFT_PORT" 180

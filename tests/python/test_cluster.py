@@ -229,6 +229,9 @@ def test_ingestion_and_dbt_build_on_the_cluster_give_the_expected_state(tmp_path
         manifest = json.loads((landing / "manifest.json").read_text())
         out, _ = started.communicate(timeout=300)
         assert started.returncode == 0, f"cluster.sh start exited {started.returncode}:\n{out[-4000:]}"
+        # The server's root for its operations' logs, made as it starts (and removed as it stops):
+        # under the cluster's state, not in the temporary directory.
+        assert (state / "operation_logs").is_dir(), sorted(p.name for p in state.iterdir())
 
         out = _run(["bash", str(CLUSTER_SH), "ingest", "--", "--landing", str(landing)], env)
         assert "[ok]" in out and "5 raw tables registered" in out, out[-2000:]
@@ -251,6 +254,10 @@ def test_ingestion_and_dbt_build_on_the_cluster_give_the_expected_state(tmp_path
         subprocess.run(["bash", str(CLUSTER_SH), "stop"], cwd=PROJECT_DIR, env=env, timeout=120, check=False)
 
     server = server_warnings(state)
+    # Hive's client keeps a directory per session: cluster.sh puts them under the cluster's state,
+    # not in the temporary directory.
+    hive_dirs = [p.name for p in (state / "hive_resources").glob("*")]
+    assert hive_dirs and all(name.endswith("_resources") for name in hive_dirs), hive_dirs
     sessions = report["sessions"]
     assert sessions == {"closed": 40, "errors": [], "hung": 0}, (sessions, server)
     steps = report["steps"]
