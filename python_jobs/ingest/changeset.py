@@ -141,7 +141,10 @@ class ChangeSet:
     once although the batch's outputs are written and counted by several actions.
 
     ``upstream`` lists frames that ``shared`` reads more than once (by two branches of its plan); the
-    job persists them too, before ``shared``, so that each is computed once.
+    job persists them too, before ``shared``, so that each is computed once. ``rebuild_upstream``, when
+    given, builds the same set on other copies of its upstream frames: for a large batch the job
+    computes them into local checkpoints instead of caches and builds the set again on those
+    (``job._hold``).
 
     ``outcomes`` is every line with its ``kind`` (``landing_file``, ``landing_line``, ``kind``,
     ``commit_lsn``: an event's, as written; ``source_table``: a Debezium event's table, else null):
@@ -170,6 +173,7 @@ class ChangeSet:
     build_late_rejects: Callable[[], DataFrame] | None = None
     upstream: tuple[DataFrame, ...] = ()
     rebuild: Callable[[DataFrame], ChangeSet] | None = None
+    rebuild_upstream: Callable[[tuple[DataFrame, ...]], ChangeSet] | None = None
 
     @cached_property
     def early_rejects(self) -> DataFrame:

@@ -72,6 +72,8 @@ __all__ = ["BatchResult", "Carry", "IngestError", "RunSummary", "load", "run", "
 BATCH_PARTITION_BYTES = 32 * 2**20
 # A batch of wal2json files up to this size runs with Spark's adaptive execution off (_plans_statically).
 STATIC_PLAN_BYTES = 32 * 2**20
+# A batch larger than this computes its framing into local checkpoints rather than caches (_hold).
+CHECKPOINT_BYTES = 32 * 2**20
 
 
 # --- extract ---------------------------------------------------------------------------------------
@@ -362,7 +364,8 @@ def _run_batch(
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="ingest-prepare") as beside:
         beside.submit(ledger.prepare_appends, PREPARED)
         try:
-            sets = [_hold(cs, held) for cs in sets]
+            checkpoint = _batch_bytes(plan) > CHECKPOINT_BYTES
+            sets = [_hold(cs, held, checkpoint) for cs in sets]
             # The lines are framed and counted while the plan's commit is under way: both mostly
             # wait (on the tasks, on the commit), and counting writes nothing.
             stats = count_outcomes(plan, sets, counted)
@@ -374,10 +377,21 @@ def _run_batch(
                 _release(df)
 
 
-def _hold(cs: ChangeSet, held: list[DataFrame]) -> ChangeSet:
+def _hold(cs: ChangeSet, held: list[DataFrame], checkpoint: bool = False) -> ChangeSet:
     """The ChangeSet with its ``shared`` frame (and the frames it reads twice) computed once for the
-    batch: cached, or computed now into a local checkpoint when it reads a table the batch writes
-    (``ChangeSet.rebuild``). What it holds is added to ``held``, to be released after the batch."""
+    batch: cached, or computed now into local checkpoints and the set built again on them. What it
+    holds is added to ``held``, to be released after the batch.
+
+    A set that reads a table the batch writes is always built again on a checkpoint of ``shared``
+    (``ChangeSet.rebuild``). With ``checkpoint`` (a large batch), a set that can be built on
+    checkpoints of its upstream frames is (``ChangeSet.rebuild_upstream``): a checkpoint keeps the
+    rows as they are, where a cache converts them into compressed columns, a tenth of the 1M bench
+    zone's framing; a small batch keeps caches, which need no job of their own."""
+    checkpointed: tuple[DataFrame, ...] = ()
+    if checkpoint and cs.rebuild_upstream is not None:
+        checkpointed = tuple(_checkpoint(df) for df in cs.upstream)
+        held.extend(checkpointed)
+        cs = cs.rebuild_upstream(checkpointed)
     for df in cs.upstream:
         held.append(df.persist(StorageLevel.MEMORY_AND_DISK))
     if cs.shared is None:
@@ -385,11 +399,18 @@ def _hold(cs: ChangeSet, held: list[DataFrame]) -> ChangeSet:
     if cs.rebuild is None:
         held.append(cs.shared.persist(StorageLevel.MEMORY_AND_DISK))
         return cs
-    checkpoint = cs.shared.localCheckpoint(eager=True, storageLevel=StorageLevel.MEMORY_AND_DISK)
-    held.append(checkpoint)
+    shared = _checkpoint(cs.shared)
+    held.append(shared)
     for df in cs.upstream:  # computed into the checkpoint: no longer read
         df.unpersist()
-    return cs.rebuild(checkpoint)
+    for df in checkpointed:
+        _release(df)
+    return cs.rebuild(shared)
+
+
+def _checkpoint(df: DataFrame) -> DataFrame:
+    """``df`` computed now into a local checkpoint: its rows as they are, in memory or on disk."""
+    return df.localCheckpoint(eager=True, storageLevel=StorageLevel.MEMORY_AND_DISK)
 
 
 def _release(df: DataFrame) -> None:

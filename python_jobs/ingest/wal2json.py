@@ -29,6 +29,8 @@ Rules (docs/ingestion.md has the why):
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, StringType
@@ -143,17 +145,16 @@ def _event_columns() -> tuple[list[Column], list[Column], list[Column]]:
     return maps, keys, columns
 
 
-def _classified(lines: DataFrame) -> tuple[DataFrame, DataFrame]:
-    """(the lines' framing fields numbered in their files, every line with its outcome): ``kind``,
-    ``reason`` and, for the lines that land, their position; framed from the framing fields alone,
-    without the lines' text."""
-    numbered = number_in_files(lines)
+def _classified(numbered: DataFrame) -> DataFrame:
+    """The lines' framing fields numbered in their files (``number_in_files``) -> every line with its
+    outcome: ``kind``, ``reason`` and, for the lines that land, their position; framed from the
+    framing fields alone, without the lines' text."""
     kind = F.col("kind")
     landing = kind == KIND_EVENT
     # A non-transactional message's position is its own, not that of the transaction before it:
     # its event (_events) and the batch's frontier (from the outcomes) both take it from here.
     standalone = F.col("non_tx_message")
-    return numbered, classify(numbered).select(
+    return classify(numbered).select(
         "source_id",
         "file_no",
         "landing_file",
@@ -213,30 +214,44 @@ def transform(lines: DataFrame) -> ChangeSet:
     """wal2json lines (source_id, landing_file, landing_line, line[, file_no]) -> ChangeSet.
 
     Two reads of the lines, no shuffle of a parsed line: the framing fields of every line are
-    classified (``_classified``, the frame the job persists and counts), then the lines that land are
-    parsed in full where they are read. A line that lands by its framing but whose content is
-    unusable is one of ``late_rejects``, with its reason."""
+    numbered in their files (``number_in_files``, read twice by the framing: the set's ``upstream``)
+    and classified (``_classified``, the set's ``shared``), then the lines that land are parsed in
+    full where they are read. A line that lands by its framing but whose content is unusable is one
+    of ``late_rejects``, with its reason. The job computes both frames once each: cached, or, for a
+    large batch, as checkpoints on which it builds the set again (``rebuild_upstream``, then
+    ``rebuild``)."""
     lines = number_files(lines)
-    numbered, classified = _classified(lines)
-    landing = classified.where(F.col("kind") == KIND_EVENT).select(
-        "file_no", "landing_line", "commit_lsn", "commit_idx", "commit_ts"
-    )
-    parsed = parse(_with_text(lines, landing))
-    events = _events(parsed.where(F.col("line_error").isNull()))
 
-    def late_rejects() -> DataFrame:
-        return parsed.where(F.col("line_error").isNotNull()).select(
-            "source_id",
-            "landing_file",
-            "landing_line",
-            F.col("line").alias("raw_line"),
-            F.col("line_error").alias("reason"),
+    def outputs(classified: DataFrame) -> ChangeSet:
+        landing = classified.where(F.col("kind") == KIND_EVENT).select(
+            "file_no", "landing_line", "commit_lsn", "commit_idx", "commit_ts"
+        )
+        parsed = parse(_with_text(lines, landing))
+        events = _events(parsed.where(F.col("line_error").isNull()))
+
+        def late_rejects() -> DataFrame:
+            return parsed.where(F.col("line_error").isNotNull()).select(
+                "source_id",
+                "landing_file",
+                "landing_line",
+                F.col("line").alias("raw_line"),
+                F.col("line_error").alias("reason"),
+            )
+
+        return split_classified(
+            classified,
+            events,
+            late_rejects=late_rejects,
+            early_rejects=lambda: _early_rejects(lines, classified),
         )
 
-    return split_classified(
-        classified,
-        events,
+    def on_checkpoint(numbered: DataFrame) -> ChangeSet:
+        # Built on a checkpoint of the framing rows: the classified lines are checkpointed too.
+        return replace(outputs(_classified(numbered)), rebuild=outputs)
+
+    numbered = number_in_files(lines)
+    return replace(
+        outputs(_classified(numbered)),
         upstream=(numbered,),
-        late_rejects=late_rejects,
-        early_rejects=lambda: _early_rejects(lines, classified),
+        rebuild_upstream=lambda held: on_checkpoint(*held),
     )

@@ -853,6 +853,34 @@ def test_a_small_wal2json_batch_runs_without_adaptive_execution(spark, landing, 
     assert _positions(spark, schema + "_adaptive") == expected
 
 
+def test_a_large_batch_holds_its_framing_as_checkpoints_and_lands_the_same_rows(
+    spark, landing, schema, monkeypatch
+):
+    """A batch above ``CHECKPOINT_BYTES`` computes its framing rows and classified lines into local
+    checkpoints instead of caches; what it lands, rejects, holds pending and records is the same."""
+    # Complete transactions and a malformed line: events, a reject, control lines.
+    write(landing / "src" / "0001.jsonl", [*FIXTURE_LINES[:11], "{oops\n", *FIXTURE_LINES[11:16]])
+    checkpointed: list[int] = []
+    real_checkpoint = job._checkpoint
+
+    def counting_checkpoint(df):
+        checkpointed.append(df.count())
+        return real_checkpoint(df)
+
+    monkeypatch.setattr(job, "_checkpoint", counting_checkpoint)
+    cached, _ = ingest(spark, landing, schema)
+    assert checkpointed == []  # a small batch caches
+    expected = _landed(spark, schema)
+
+    monkeypatch.setattr(job, "CHECKPOINT_BYTES", 0)
+    summary, _ = ingest(spark, landing, schema + "_checkpointed")
+    # The framing rows, then the classified lines: one row per line of the file each.
+    assert checkpointed == [17, 17]
+    assert summary.overall == cached.overall
+    assert summary.landed > 0 and summary.rejected == 1
+    assert _landed(spark, schema + "_checkpointed") == expected
+
+
 def test_any_legal_path_lands(spark, tmp_path, schema):
     """Spark names a file URL-encoded (land%20ing, 50%25, a%23b) where the listing names it as it is:
     the lines must still be matched to their planned file, whatever the path holds."""

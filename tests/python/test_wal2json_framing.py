@@ -34,6 +34,7 @@ from python_jobs.ingest.wal2json_framing import (
     REASON_COMMIT_WITHOUT_BEGIN,
     REASON_INTERRUPTED,
     REASON_OUTSIDE,
+    number_in_files,
 )
 from python_jobs.ingest.wal2json_records import CHANGE_CODES, CODE_BEGIN, CODE_COMMIT
 from testkit.sample.generate import generate
@@ -212,8 +213,8 @@ def framed(spark, tmp_path_factory):
         for name, lines in files
         for n, line in enumerate(lines, start=1)
     ]
-    numbered, classified = _classified(number_files(spark.createDataFrame(rows, LINES_SCHEMA)))
-    numbered.cache()
+    numbered = number_in_files(number_files(spark.createDataFrame(rows, LINES_SCHEMA))).cache()
+    classified = _classified(numbered)
     fields = numbered.select(
         "source_id",
         "landing_file",
