@@ -857,7 +857,7 @@ def test_a_large_batch_holds_its_framing_as_checkpoints_and_lands_the_same_rows(
     spark, landing, schema, monkeypatch
 ):
     """A batch above ``CHECKPOINT_BYTES`` computes its framing rows and classified lines into local
-    checkpoints instead of caches; what it lands, rejects, holds pending and records is the same."""
+    checkpoints instead of caches; what it lands, rejects and records in its ledger is the same."""
     # Complete transactions and a malformed line: events, a reject, control lines.
     write(landing / "src" / "0001.jsonl", [*FIXTURE_LINES[:11], "{oops\n", *FIXTURE_LINES[11:16]])
     checkpointed: list[int] = []
