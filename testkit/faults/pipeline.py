@@ -56,6 +56,16 @@ def pipeline_env(target: Path, logs: Path) -> dict[str, str]:
     }
 
 
+def jvm_tmp_env(directory: Path) -> dict[str, str]:
+    """The variable that points the JVM of a process the test kills at ``directory`` (made here) for
+    its temporary files: Spark's scratch folders (block manager, pyspark, userFiles), its native
+    libraries. A JVM killed -9 never removes them; under the test's folder they go with it, not into
+    the machine's /tmp. spark-submit passes ``SPARK_SUBMIT_OPTS`` to the driver JVM it starts."""
+    directory.mkdir(parents=True, exist_ok=True)
+    options = f"{os.environ.get('SPARK_SUBMIT_OPTS', '')} -Djava.io.tmpdir={directory}".strip()
+    return {"SPARK_SUBMIT_OPTS": options}
+
+
 def files_under(*tops: Path) -> set[str]:
     """Every file under the folders (looked at every 20 ms while a run may be killed: no stat)."""
     return {os.path.join(d, name) for top in tops for d, _, names in os.walk(top) for name in names}

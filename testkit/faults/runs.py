@@ -29,6 +29,7 @@ from testkit.faults.pipeline import (
     SCHEMA,
     dump_tables,
     files_under,
+    jvm_tmp_env,
     pipeline,
     pipeline_env,
 )
@@ -55,6 +56,7 @@ class Warehouse:
         env = dict(os.environ)
         env.update(pipeline_env(self.root / f"target_{self.runs}", self.root / "logs"))
         env["WAL_LAKE_SPARK_DIR"] = str(self.spark_dir)
+        env.update(jvm_tmp_env(self.root / "jvm_tmp"))
         env.setdefault("WAL_LAKE_CORES", "2")
         # A few thousand rows: the default 4g only lets the heap grow (two steps run at once).
         env.setdefault("WAL_LAKE_DRIVER_MEMORY", "2g")

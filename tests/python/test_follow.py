@@ -719,7 +719,7 @@ class FollowerProcess:
     a live database: started, watched through its warehouse and landing files, killed."""
 
     def __init__(self, root: Path, dsn: str, slot: str) -> None:
-        from testkit.faults.pipeline import short_run_conf
+        from testkit.faults.pipeline import jvm_tmp_env, short_run_conf
 
         self.root = root
         self.landing = root / "landing"
@@ -749,6 +749,7 @@ class FollowerProcess:
             "WAL_LAKE_MIRROR_MODELS": str(Path(os.environ["WAL_LAKE_MIRROR_MODELS"]).parent / "follow_kills"),
             "WAL_LAKE_DRIVER_MEMORY": "2g",
             "WAL_LAKE_SPARK_CONF": ",".join(f"{k}={v}" for k, v in conf.items()),
+            **jvm_tmp_env(root / "jvm_tmp"),
         }
         self.proc: subprocess.Popen | None = None
 
