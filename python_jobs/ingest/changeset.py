@@ -266,6 +266,12 @@ def number_files(lines: DataFrame) -> DataFrame:
     return lines.join(F.broadcast(numbered), on=["source_id", "landing_file"], how="inner")
 
 
+def file_names(lines: DataFrame) -> DataFrame:
+    """The files of numbered ``lines`` (``number_files``): one row per ``file_no`` with its
+    ``source_id`` and ``landing_file``. A pass over the lines: the job passes its plan's instead."""
+    return lines.select("file_no", "source_id", "landing_file").distinct()
+
+
 def union_all(frames: list[DataFrame]) -> DataFrame:
     """The frames' rows together, matched by column name (the frames of one output of several formats)."""
     result = frames[0]

@@ -35,7 +35,7 @@ from python_jobs.ingest.accounting import (
     landing_events,
     line_stats,
 )
-from python_jobs.ingest.changeset import FORMAT_DEBEZIUM, ChangeSet, union_all
+from python_jobs.ingest.changeset import FORMAT_DEBEZIUM, FORMAT_WAL2JSON, ChangeSet, union_all
 from python_jobs.ingest.errors import IngestError
 from python_jobs.ingest.landing import LandingFile, list_files, read_lines
 from python_jobs.ingest.ledger import (
@@ -79,16 +79,24 @@ CHECKPOINT_BYTES = 32 * 2**20
 # --- extract ---------------------------------------------------------------------------------------
 
 
-def extract(spark: SparkSession, plan: list[PlannedFile]) -> tuple[DataFrame, dict[str, int]]:
-    """The planned files as numbered lines (with each file's ``source_format``), and per file the
-    lines counted in it."""
-    plan_df = spark.createDataFrame(
+def plan_frame(spark: SparkSession, plan: list[PlannedFile]) -> DataFrame:
+    """The planned files as a small frame: (landing_file, file_no, source_id, source_format,
+    from_line), ``file_no`` numbering the files in name order."""
+    return spark.createDataFrame(
         [
             (p.landing_file, no, p.source_id, p.source_format, p.from_line)
             for no, p in enumerate(sorted(plan, key=lambda p: p.landing_file))
         ],
         "landing_file string, file_no int, source_id string, source_format string, from_line bigint",
     )
+
+
+def extract(
+    spark: SparkSession, plan: list[PlannedFile], planned: DataFrame | None = None
+) -> tuple[DataFrame, dict[str, int]]:
+    """The planned files as numbered lines (with each file's ``source_format``), and per file the
+    lines counted in it. ``planned``: the plan's ``plan_frame``, when the caller has it."""
+    plan_df = plan_frame(spark, plan) if planned is None else planned
     return read_lines(spark, plan_df, sorted({p.landing_file for p in plan}))
 
 
@@ -119,14 +127,23 @@ def transform(lines: DataFrame, formats: list[str], inputs: dict[str, dict] | No
 
 
 def _format_inputs(
-    ledger: Ledger, formats: list[str], frontiers: dict[str, int | None], keys: tuple[TableKey, ...]
+    ledger: Ledger,
+    formats: list[str],
+    frontiers: dict[str, int | None],
+    keys: tuple[TableKey, ...],
+    planned: DataFrame,
 ) -> dict:
-    """Each format's own keyword arguments: for Debezium, when the batch has its files, the table
-    registry and what has landed (a replayed event takes back the index it landed with)."""
-    if FORMAT_DEBEZIUM not in formats:
-        return {}
-    registry = table_keys.to_frame(ledger.spark, keys)
-    return {FORMAT_DEBEZIUM: {"registry": registry, "landed": ledger.table(EVENTS), "frontiers": frontiers}}
+    """Each format's own keyword arguments, for the formats the batch has files of: for wal2json, the
+    batch's files (its framing names them by number); for Debezium, the table registry and what has
+    landed (a replayed event takes back the index it landed with)."""
+    inputs: dict[str, dict] = {}
+    if FORMAT_WAL2JSON in formats:
+        inputs[FORMAT_WAL2JSON] = {"files": planned.select("file_no", "source_id", "landing_file")}
+    if FORMAT_DEBEZIUM in formats:
+        registry = table_keys.to_frame(ledger.spark, keys)
+        landed = ledger.table(EVENTS)
+        inputs[FORMAT_DEBEZIUM] = {"registry": registry, "landed": landed, "frontiers": frontiers}
+    return inputs
 
 
 # --- load ------------------------------------------------------------------------------------------
@@ -356,8 +373,9 @@ def _run_batch(
     formats = sorted({p.source_format for p in plan})
     for fmt in formats:
         transform_for(fmt)  # fail before reading anything when a format module is missing
-    lines, counted = extract(ledger.spark, plan)
-    sets = transform(lines, formats, _format_inputs(ledger, formats, frontiers, keys))
+    planned = plan_frame(ledger.spark, plan)
+    lines, counted = extract(ledger.spark, plan, planned)
+    sets = transform(lines, formats, _format_inputs(ledger, formats, frontiers, keys, planned))
     held: list[DataFrame] = []
     # While the batch is framed, the state its appends check is computed beside it (the pool waits
     # for it on the way out, so nothing of a batch runs on behind it).

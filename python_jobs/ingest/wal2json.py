@@ -42,6 +42,7 @@ from python_jobs.ingest.changeset import (
     KIND_REJECT,
     ChangeSet,
     built_once,
+    file_names,
     number_files,
     split_classified,
 )
@@ -145,16 +146,19 @@ def _event_columns() -> tuple[list[Column], list[Column], list[Column]]:
     return maps, keys, columns
 
 
-def _classified(numbered: DataFrame) -> DataFrame:
+def _classified(numbered: DataFrame, files: DataFrame) -> DataFrame:
     """The lines' framing fields numbered in their files (``number_in_files``) -> every line with its
     outcome: ``kind``, ``reason`` and, for the lines that land, their position; framed from the
-    framing fields alone, without the lines' text."""
+    framing fields alone, without the lines' text. ``files`` (``file_no``, ``source_id``,
+    ``landing_file``) gives each line its file's names back."""
     kind = F.col("kind")
     landing = kind == KIND_EVENT
     # A non-transactional message's position is its own, not that of the transaction before it:
     # its event (_events) and the batch's frontier (from the outcomes) both take it from here.
     standalone = F.col("non_tx_message")
-    return classify(numbered).select(
+    named = F.broadcast(files.select("file_no", "source_id", "landing_file"))
+    framed = classify(numbered, files).join(named, on="file_no", how="inner")
+    return framed.select(
         "source_id",
         "file_no",
         "landing_file",
@@ -210,8 +214,10 @@ def _early_rejects(lines: DataFrame, classified: DataFrame) -> DataFrame:
     )
 
 
-def transform(lines: DataFrame) -> ChangeSet:
+def transform(lines: DataFrame, files: DataFrame | None = None) -> ChangeSet:
     """wal2json lines (source_id, landing_file, landing_line, line[, file_no]) -> ChangeSet.
+    ``files``: the batch's files (``file_no``, ``source_id``, ``landing_file``), as the job has them
+    from its plan; without it they are read from the lines (``changeset.file_names``, a pass over them).
 
     Two reads of the lines, no shuffle of a parsed line: the framing fields of every line are
     numbered in their files (``number_in_files``, read twice by the framing: the set's ``upstream``)
@@ -221,6 +227,7 @@ def transform(lines: DataFrame) -> ChangeSet:
     large batch, as checkpoints on which it builds the set again (``rebuild_upstream``, then
     ``rebuild``)."""
     lines = number_files(lines)
+    files = file_names(lines) if files is None else files
 
     def outputs(classified: DataFrame) -> ChangeSet:
         landing = classified.where(F.col("kind") == KIND_EVENT).select(
@@ -247,11 +254,11 @@ def transform(lines: DataFrame) -> ChangeSet:
 
     def on_checkpoint(numbered: DataFrame) -> ChangeSet:
         # Built on a checkpoint of the framing rows: the classified lines are checkpointed too.
-        return replace(outputs(_classified(numbered)), rebuild=outputs)
+        return replace(outputs(_classified(numbered, files)), rebuild=outputs)
 
     numbered = number_in_files(lines)
     return replace(
-        outputs(_classified(numbered)),
+        outputs(_classified(numbered, files)),
         upstream=(numbered,),
         rebuild_upstream=lambda held: on_checkpoint(*held),
     )

@@ -1,7 +1,12 @@
 """wal2json transactions: which lines belong to which ``B`` ... ``C``, their positions, and each line's
 outcome (event, reject, pending, control). One window per file, summaries per file and per
 transaction broadcast back: the lines are shuffled once, never one task per source (docs/ingestion.md,
-performance notes)."""
+performance notes).
+
+The framing rows name their file by its number in the batch (``file_no``) alone: the names
+(``source_id``, ``landing_file``) come from the batch's small map of its files (``files``), joined to
+the per-file summary and to the classified lines. Within a source, the files' numbers sort as their
+names do (``changeset.number_files``)."""
 
 from __future__ import annotations
 
@@ -31,9 +36,10 @@ def _counts_as_change() -> Column:
 
 
 def number_in_files(lines: DataFrame) -> DataFrame:
-    """Parsed lines with, counted in the line's file up to and including the line: ``file_txn``, the
-    valid ``B`` records; ``since_commits`` and ``since_changes``, the ``C`` records and the changes
-    since the latest of those ``B`` (since the file's start before its first one).
+    """Parsed lines, their file named by ``file_no`` alone, with, counted in the line's file up to and
+    including the line: ``file_txn``, the valid ``B`` records; ``since_commits`` and
+    ``since_changes``, the ``C`` records and the changes since the latest of those ``B`` (since the
+    file's start before its first one).
 
     One window, per file: a running count over a whole source would put every line of the source
     through one task; per file, files are numbered in parallel. ``frame_transactions`` adds what the
@@ -41,7 +47,9 @@ def number_in_files(lines: DataFrame) -> DataFrame:
     per-file summary of this frame, which therefore is read twice: the job persists it
     (``ChangeSet.upstream``) so that each line is parsed once."""
     counts, at_begin, since = _file_count_columns()
-    counted = parse_framing(lines).select("*", *counts)
+    # The rows shuffled, sorted and held for the batch carry the file's number, not its names: with
+    # them, the 1M bench zone's framing rows took about 1 s longer to compute and hold.
+    counted = parse_framing(lines.drop("source_id", "landing_file")).select("*", *counts)
     # Whole projections rather than a column at a time: each step of a DataFrame is analysed when it
     # is made, and a batch builds its transform anew (a small batch's fixed cost).
     kept = [c for c in counted.columns if c not in ("_commits", "_changes")]
@@ -52,11 +60,7 @@ def number_in_files(lines: DataFrame) -> DataFrame:
 def _file_count_columns() -> tuple[list[Column], Column, list[Column]]:
     """``number_in_files``' columns: the running counts over the file, the counts at its latest ``B``,
     and the counts since that ``B``."""
-    running = (
-        Window.partitionBy("source_id", "landing_file")
-        .orderBy("landing_line")
-        .rowsBetween(Window.unboundedPreceding, 0)
-    )
+    running = Window.partitionBy("file_no").orderBy("landing_line").rowsBetween(Window.unboundedPreceding, 0)
     counts = [
         F.sum(_is_begin().cast("int")).over(running).alias("file_txn"),
         F.sum(_is_commit().cast("int")).over(running).alias("_commits"),
@@ -72,21 +76,24 @@ def _file_count_columns() -> tuple[list[Column], Column, list[Column]]:
     return counts, at_begin.alias("_at_begin"), since
 
 
-def _number_transactions(numbered: DataFrame) -> DataFrame:
-    """Add ``txn`` (the number of valid ``B`` records up to and including the line, in the source's
-    ``(landing_file, landing_line)`` order), ``last_txn`` (the source's greatest ``txn``),
-    ``held_from`` (the file's first line held back by a missing file, see ``_held_from``) and
-    ``commits_so_far``/``changes_so_far``: the ``C`` records and the changes of the line's
-    transaction up to and including the line, its earlier files' included."""
+def _number_transactions(numbered: DataFrame, files: DataFrame) -> DataFrame:
+    """Add ``source_key`` (a number per source: its first file's), ``txn`` (the number of valid ``B``
+    records up to and including the line, in the source's ``(landing_file, landing_line)`` order),
+    ``last_txn`` (the source's greatest ``txn``), ``held_from`` (the file's first line held back by a
+    missing file, see ``_held_from``) and ``commits_so_far``/``changes_so_far``: the ``C`` records
+    and the changes of the line's transaction up to and including the line, its earlier files'
+    included. ``files``: the batch's files (``file_no``, ``source_id``), which name the sources of
+    the per-file summary."""
     aggregates, befores, summaries, held_from, line_columns = _offset_columns()
     offsets = (
-        numbered.groupBy("source_id", "landing_file")
+        numbered.groupBy("file_no")
         .agg(*aggregates)
+        .join(F.broadcast(files.select("file_no", "source_id")), on="file_no", how="inner")
         .select("*", *befores)
         .select(*summaries)
         .select(
-            "source_id",
-            "landing_file",
+            "file_no",
+            "source_key",
             "txn_offset",
             "last_txn",
             "entering_commits",
@@ -94,7 +101,7 @@ def _number_transactions(numbered: DataFrame) -> DataFrame:
             held_from,
         )
     )
-    joined = numbered.join(F.broadcast(offsets), on=["source_id", "landing_file"], how="inner")
+    joined = numbered.join(F.broadcast(offsets), on="file_no", how="inner")
     used = (
         "txn_offset",
         "file_txn",
@@ -111,8 +118,9 @@ def _offset_columns() -> tuple[list[Column], list[Column], list[Column], Column,
     """``_number_transactions``' columns: the per-file summary's aggregates, the counts its earlier
     files left, the summary row, ``held_from``, then each line's ``txn`` and counts."""
     earlier_files = (
-        Window.partitionBy("source_id").orderBy("landing_file").rowsBetween(Window.unboundedPreceding, -1)
+        Window.partitionBy("source_id").orderBy("file_no").rowsBetween(Window.unboundedPreceding, -1)
     )
+    whole_source = Window.partitionBy("source_id")
     code = F.col("code")
 
     def record(*more: str) -> Column:
@@ -134,7 +142,7 @@ def _offset_columns() -> tuple[list[Column], list[Column], list[Column], Column,
             "first_record"
         ),
         F.max_by(
-            record("landing_file", "landing_line"),
+            record("file_no", "landing_line"),
             F.when(code.isin(CODE_BEGIN, CODE_COMMIT), F.col("landing_line")),
         ).alias("last_boundary"),
         F.max_by(F.struct("since_commits", "since_changes"), F.col("landing_line")).alias("tail"),
@@ -145,11 +153,12 @@ def _offset_columns() -> tuple[list[Column], list[Column], list[Column], Column,
     ]
     summaries = [
         F.col("source_id"),
-        F.col("landing_file"),
+        F.col("file_no"),
+        F.min("file_no").over(whole_source).alias("source_key"),
         F.col("first_record"),
         F.last("last_boundary", ignorenulls=True).over(earlier_files).alias("entering"),
         F.coalesce(F.sum("file_begins").over(earlier_files), F.lit(0)).alias("txn_offset"),
-        F.sum("file_begins").over(Window.partitionBy("source_id")).alias("last_txn"),
+        F.sum("file_begins").over(whole_source).alias("last_txn"),
         entering("commits_before").alias("entering_commits"),
         entering("changes_before").alias("entering_changes"),
     ]
@@ -187,18 +196,18 @@ def _held_from() -> Column:
     starts_again = F.coalesce(restarts_at & (first["lsn"] <= prior["lsn"]), F.lit(False))
     gap_at = F.when(
         is_open & first.isNotNull() & ~goes_on & ~starts_again,
-        F.struct(prior["landing_file"].alias("file"), prior["landing_line"].alias("line")),
+        F.struct(prior["file_no"].alias("file"), prior["landing_line"].alias("line")),
     ).when(
         ~is_open & F.coalesce(mid_transaction, F.lit(False)),
-        F.struct(F.col("landing_file").alias("file"), F.lit(1).cast("bigint").alias("line")),
+        F.struct(F.col("file_no").alias("file"), F.lit(1).cast("bigint").alias("line")),
     )
     hold = F.min(gap_at).over(Window.partitionBy("source_id"))
-    return F.when(F.col("landing_file") > hold["file"], F.lit(1).cast("bigint")).when(
-        F.col("landing_file") == hold["file"], hold["line"]
+    return F.when(F.col("file_no") > hold["file"], F.lit(1).cast("bigint")).when(
+        F.col("file_no") == hold["file"], hold["line"]
     )
 
 
-def frame_transactions(numbered: DataFrame) -> DataFrame:
+def frame_transactions(numbered: DataFrame, files: DataFrame) -> DataFrame:
     """Lines of ``number_in_files`` with their transaction: ``txn``, whether it has a commit, the xids
     of its ``B`` and ``C``, ``commit_lsn``/``commit_ts`` from its ``C``, whether the line is inside it
     (``in_txn``) and, for a change inside it, its ``commit_idx``.
@@ -206,11 +215,11 @@ def frame_transactions(numbered: DataFrame) -> DataFrame:
     What a line needs of its transaction's boundaries comes from a per-transaction aggregate of the
     ``B`` and ``C`` lines (a few narrow rows each), broadcast back: the lines themselves are not
     shuffled again."""
-    framed = _number_transactions(numbered)
+    framed = _number_transactions(numbered, files)
     boundary, aggregates, added = _boundary_columns()
-    boundaries = framed.where(boundary).groupBy("source_id", "txn").agg(*aggregates)
+    boundaries = framed.where(boundary).groupBy("source_key", "txn").agg(*aggregates)
     return (
-        framed.join(F.broadcast(boundaries), on=["source_id", "txn"], how="left")
+        framed.join(F.broadcast(boundaries), on=["source_key", "txn"], how="left")
         .withColumns(added)
         .drop("first_commit")
     )
@@ -232,7 +241,7 @@ def _boundary_columns() -> tuple[Column, list[Column], dict[str, Column]]:
                 F.col("lsn_value").alias("lsn"),
                 F.try_to_timestamp(F.col("r.timestamp")).alias("ts"),
             ),
-            F.when(is_commit, F.struct("landing_file", "landing_line")),
+            F.when(is_commit, F.struct("file_no", "landing_line")),
         ).alias("first_commit"),
     ]
     commits_so_far = F.col("commits_so_far")
@@ -248,11 +257,12 @@ def _boundary_columns() -> tuple[Column, list[Column], dict[str, Column]]:
     return F.col("code").isin(CODE_BEGIN, CODE_COMMIT), aggregates, added
 
 
-def classify(numbered: DataFrame) -> DataFrame:
+def classify(numbered: DataFrame, files: DataFrame) -> DataFrame:
     """One row per input line (of ``number_in_files``) with ``kind`` (event/reject/pending/control),
-    ``reason`` and the transaction it belongs to (``commit_lsn``, ``commit_idx``, ``commit_ts``)."""
+    ``reason`` and the transaction it belongs to (``commit_lsn``, ``commit_idx``, ``commit_ts``).
+    ``files``: the batch's files (``file_no``, ``source_id``, ``landing_file``)."""
     reason, kind = _outcome_columns()
-    return frame_transactions(numbered).withColumn("reason", reason).withColumn("kind", kind)
+    return frame_transactions(numbered, files).withColumn("reason", reason).withColumn("kind", kind)
 
 
 @built_once

@@ -27,6 +27,7 @@ from python_jobs.ingest.changeset import (
     KIND_PENDING,
     KIND_REJECT,
     LINES_SCHEMA,
+    file_names,
     number_files,
 )
 from python_jobs.ingest.wal2json import STANDALONE_IDX, _classified
@@ -213,21 +214,27 @@ def framed(spark, tmp_path_factory):
         for name, lines in files
         for n, line in enumerate(lines, start=1)
     ]
-    numbered = number_in_files(number_files(spark.createDataFrame(rows, LINES_SCHEMA))).cache()
-    classified = _classified(numbered)
-    fields = numbered.select(
-        "source_id",
-        "landing_file",
-        "landing_line",
-        "code",
-        "r.action",
-        "xid_value",
-        "lsn_value",
-        # A transaction's commit time comes parsed with its position: the reference parses it alike.
-        F.try_to_timestamp(F.col("r.timestamp")).alias("timestamp"),
-        "non_tx_message",
-        "line_error",
-    ).collect()
+    lines = number_files(spark.createDataFrame(rows, LINES_SCHEMA))
+    files = file_names(lines).cache()
+    numbered = number_in_files(lines).cache()
+    classified = _classified(numbered, files)
+    fields = (
+        numbered.join(files, on="file_no")
+        .select(
+            "source_id",
+            "landing_file",
+            "landing_line",
+            "code",
+            "r.action",
+            "xid_value",
+            "lsn_value",
+            # A transaction's commit time comes parsed with its position: the reference parses it alike.
+            F.try_to_timestamp(F.col("r.timestamp")).alias("timestamp"),
+            "non_tx_message",
+            "line_error",
+        )
+        .collect()
+    )
     by_source: dict[str, list[Line]] = {}
     for r in fields:
         by_source.setdefault(r[0], []).append(Line(*r[1:]))
@@ -250,6 +257,7 @@ def framed(spark, tmp_path_factory):
         ).collect()
     }
     numbered.unpersist()
+    files.unpersist()
     return got, expected
 
 
