@@ -63,6 +63,13 @@
     shuffle once, by record key, for the fold.
 -#}
 {%- set broadcast_bases = bounds.key_moves <= var('wal_lake_broadcast_move_bases', 100000) | int %}
+{#-
+    A long run with key moves (a full build, a catch-up) computes its touches once with a shuffle
+    of its own: by record key, so that the fold need not shuffle them again. A short run's are
+    few; it keeps Spark's default shuffle for them.
+-#}
+{%- set distribute_touches = bounds.key_moves
+    and bounds.upto - bounds.consumed > var('wal_lake_touches_by_key_above', 100000) | int %}
 {#- Chains of moves (a row moved twice) resolve in one pass when listed, by recursion otherwise. #}
 {%- set chains = bounds.get('key_move_chains') %}
 {#-
@@ -127,6 +134,11 @@ live_touches as (
     {%- if bounds.key_moves %}
         -- The key-move steps read these touches four times more: one scan, not five.
         and {{ computed_once() }}
+    {%- endif %}
+    {%- if distribute_touches %}
+    -- Computed once, they are shuffled once, by record key as the fold groups them: the fold
+    -- reads them where they are instead of shuffling them again.
+    distribute by touches.{{ record_key | join(', touches.') }}
     {%- endif %}
 
 ),
