@@ -112,3 +112,41 @@ def test_a_second_process_on_the_local_warehouse_fails_with_one_line_before_spar
         holder.wait()
     # The holder is gone (killed): its lock went with it, and the warehouse is free again.
     hold_metastore(conf)
+
+
+_JVM_ENV = ("JAVA_TOOL_OPTIONS", "JDK_JAVA_OPTIONS", "_JAVA_OPTIONS")
+
+
+def _java_starts(options: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
+    """``java <options> -version`` with only ``env`` of the JVM's option variables set."""
+    return _run(["java", *options, "-version"], env, unset=_JVM_ENV)
+
+
+def test_the_local_driver_runs_the_parallel_collector_unless_its_environment_names_one(monkeypatch):
+    """The local target picks the driver's collector only when the JVM's environment picks none: a
+    JVM given two collectors (JAVA_TOOL_OPTIONS with -XX:+UseSerialGC, as the cluster test sets it,
+    and the profile's) does not start."""
+    from python_jobs.spark_session import local_spark_conf
+
+    def driver_options(**env: str) -> list[str]:
+        with monkeypatch.context() as patch:
+            for name in _JVM_ENV:
+                patch.delenv(name, raising=False)
+            for name, value in env.items():
+                patch.setenv(name, value)
+            return local_spark_conf()["spark.driver.extraJavaOptions"].split()
+
+    plain = driver_options()
+    assert "-XX:+UseParallelGC" in plain
+    started = _java_starts([*plain, "-XX:+PrintFlagsFinal"], {})
+    assert started.returncode == 0, started.stderr
+    assert any(line.split()[1:4] == ["UseParallelGC", "=", "true"] for line in started.stdout.splitlines())
+
+    serial = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+    assert _java_starts(plain, {"JAVA_TOOL_OPTIONS": serial}).returncode != 0  # two collectors
+    for name in ("JAVA_TOOL_OPTIONS", "JDK_JAVA_OPTIONS"):
+        options = driver_options(**{name: serial})
+        assert "-XX:+UseParallelGC" not in options, name
+        assert "-Dlog4j2.configurationFile=conf/log4j2.properties" in options
+        started = _java_starts(options, {name: serial})
+        assert started.returncode == 0, (name, started.stderr)
