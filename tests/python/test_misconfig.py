@@ -144,7 +144,7 @@ def test_the_local_driver_runs_the_parallel_collector_unless_its_environment_nam
 
     serial = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
     assert _java_starts(plain, {"JAVA_TOOL_OPTIONS": serial}).returncode != 0  # two collectors
-    for name in ("JAVA_TOOL_OPTIONS", "JDK_JAVA_OPTIONS"):
+    for name in _JVM_ENV:
         options = driver_options(**{name: serial})
         assert "-XX:+UseParallelGC" not in options, name
         assert "-Dlog4j2.configurationFile=conf/log4j2.properties" in options
