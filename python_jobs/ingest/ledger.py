@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import re
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, fields
 from datetime import datetime
 
@@ -153,25 +154,32 @@ class Ledger:
     def ensure_tables(self) -> bool:
         """Create the tables that are missing, add new columns to the others; True when this call
         created every table, so the ledger is known to be empty without reading it."""
-        from delta.tables import DeltaTable
-
         if not self.spark.catalog.databaseExists(self.schema):
             self.spark.sql(f"create schema if not exists {self.schema}")
         listed = self.spark.sql(f"show tables in {self.schema}").collect()  # cheaper than listTables
         existing = {r.tableName for r in listed if not r.isTemporary}
-        for table, schema in SCHEMAS.items():
-            if table not in existing:
-                builder = (
-                    DeltaTable.createIfNotExists(self.spark).tableName(self.name(table)).addColumns(schema)
-                )
-                if table in STATS_COLUMNS:
-                    builder = builder.property(
-                        "delta.dataSkippingStatsColumns", ",".join(STATS_COLUMNS[table])
-                    )
-                builder.execute()
-            else:
-                self._add_new_columns(table, schema)
+        missing = [table for table in SCHEMAS if table not in existing]
+        for table in SCHEMAS:
+            if table in existing:
+                self._add_new_columns(table, SCHEMAS[table])
+        if missing:
+            # Each creation mostly waits (its first commit, the metastore): a fresh schema's five
+            # tables are created at once, about 0.3 s sooner than one after the other.
+            with ThreadPoolExecutor(max_workers=len(missing), thread_name_prefix="ledger-create") as pool:
+                created = [pool.submit(self._create, table) for table in missing]
+            for done in created:
+                done.result()  # the first failure, once every creation has ended
         return not existing & SCHEMAS.keys()
+
+    def _create(self, table: str) -> None:
+        """Create one of the ledger's tables, empty, with its statistics columns."""
+        from delta.tables import DeltaTable
+
+        builder = DeltaTable.createIfNotExists(self.spark).tableName(self.name(table))
+        builder = builder.addColumns(SCHEMAS[table])
+        if table in STATS_COLUMNS:
+            builder = builder.property("delta.dataSkippingStatsColumns", ",".join(STATS_COLUMNS[table]))
+        builder.execute()
 
     def _add_new_columns(self, table: str, schema: StructType) -> None:
         """Give a table landed by an earlier version the nullable columns added since (appends match

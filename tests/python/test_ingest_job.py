@@ -1005,6 +1005,41 @@ def test_a_landed_table_of_an_earlier_version_gains_the_columns_added_since(spar
     assert len(events) == 15 and all(e["old_identity"] is None and e["xid"] for e in events)
 
 
+def test_the_ledger_creates_the_tables_it_misses_and_a_failed_creation_leaves_the_others(
+    spark, schema, monkeypatch
+):
+    from python_jobs.ingest.ledger import SCHEMAS, STATS_COLUMNS
+
+    def created() -> set[str]:
+        return {r.tableName for r in spark.sql(f"show tables in {schema}").collect()}
+
+    ledger = Ledger(spark, schema)
+    assert ledger.ensure_tables() is True  # all five created: the ledger is known to be empty
+    assert created() == set(SCHEMAS)
+    for table, columns in STATS_COLUMNS.items():
+        properties = {r.key: r.value for r in spark.sql(f"show tblproperties {schema}.{table}").collect()}
+        assert properties["delta.dataSkippingStatsColumns"] == ",".join(columns)
+    for table, fields in SCHEMAS.items():
+        assert spark.table(f"{schema}.{table}").columns == [f.name for f in fields]
+
+    spark.sql(f"drop table {schema}.{FRONTIER}")
+    spark.sql(f"drop table {schema}.{FILES}")
+    original = Ledger._create
+
+    def create(self, table):
+        if table == FRONTIER:  # the first of the two to create
+            raise RuntimeError("metastore unavailable")
+        original(self, table)
+
+    monkeypatch.setattr(Ledger, "_create", create)
+    with pytest.raises(RuntimeError, match="metastore unavailable"):
+        ledger.ensure_tables()
+    assert created() == set(SCHEMAS) - {FRONTIER}  # the other missing table was created all the same
+    monkeypatch.setattr(Ledger, "_create", original)
+    assert ledger.ensure_tables() is False  # some were there: the ledger must be read
+    assert created() == set(SCHEMAS)
+
+
 def test_a_ledger_dropped_beside_kept_events_numbers_its_batches_above_theirs(spark, landing, schema):
     # Only a ledger this run created from nothing is taken as empty without being read: with
     # wal_events kept, the next batch id must still come from the batches it holds, or Delta would
