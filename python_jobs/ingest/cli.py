@@ -45,8 +45,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         prog="python -m python_jobs.ingest",
         description=(
             "Land new CDC files (wal2json format-version 2 or Debezium JSON Lines, optionally .gz) from a "
-            "landing zone (one folder per source_id) as the Delta tables wal_events, wal_rejects and "
-            "wal_frontier. Exactly once per file and safe to kill at any point: rerun to finish."
+            "landing zone (one folder per source_id) as the Delta tables wal_events and wal_rejects, and "
+            "the view wal_frontier. Exactly once per file and safe to kill at any point: rerun to finish."
         ),
         epilog="An option's environment variable applies when the option is not given. "
         "See docs/ingestion.md.",

@@ -42,7 +42,6 @@ from python_jobs.ingest.ledger import (
     DEFAULT_SCHEMA,
     EVENTS,
     FILES,
-    FRONTIER,
     REJECTS,
     SCHEMAS,
     FileState,
@@ -238,48 +237,17 @@ def load(
     advanced = _advanced_frontiers(frontiers, landed_max, {p.source_id for p in plan})
     done_at = datetime.now(UTC)
     file_rows = [{**o.row(batch_id), "done_at": done_at} for o in outcomes]
-    # The frontier and the done mark commit side by side (two tables, two commits: neither waits for
-    # the other). A done batch whose frontier did not commit gets it from the next run first
-    # (_restore_frontier); until then the models wait behind the batch before, never past it.
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="ingest-frontier") as beside:
-        frontier_written = beside.submit(_append_frontier, ledger, batch_id, planned_at, advanced)
-        ledger.append(FILES, spark.createDataFrame(file_rows, SCHEMAS[FILES]), batch_id)
-        frontier_written.result()
+    # The done mark. Its rows' greatest commit_lsn landed (max_commit_lsn) is what the wal_frontier
+    # view derives each source's frontier from: the frontier moves with this commit, not after it.
+    ledger.append(FILES, spark.createDataFrame(file_rows, SCHEMAS[FILES]), batch_id)
     return BatchResult(files=outcomes, frontiers=advanced)
-
-
-def _append_frontier(
-    ledger: Ledger, batch_id: int, planned_at: datetime, frontiers: dict[str, int | None]
-) -> None:
-    """``wal_frontier``'s rows of a batch: one per source it read, with the source's frontier after it."""
-    rows = [(source, lsn, batch_id, planned_at) for source, lsn in frontiers.items()]
-    schema = "source_id string, frontier_lsn bigint, batch_id bigint, updated_at timestamp"
-    ledger.append(FRONTIER, ledger.spark.createDataFrame(rows, schema), batch_id)
-
-
-def _restore_frontier(ledger: Ledger, known: _Known, out: TextIO) -> None:
-    """Append the last done batch's frontier when it is missing (its done mark committed, its frontier
-    not: ``load`` commits them side by side), as that batch would have: per source it read, the
-    greater of the frontier before it and the greatest commit it landed."""
-    done = known.done
-    if not done or (known.frontier_batch is not None and known.frontier_batch >= done):
-        return
-    rows = [row for row in known.history if row["batch_id"] == done]
-    # Per source, the greatest commit the batch landed (its rows, written by a version that records
-    # it: only such a version commits the frontier beside the done mark).
-    landed = frontiers_from_files(rows) or {}
-    before = ledger.frontiers()  # wal_frontier's latest rows: as of the batches before `done`
-    restored = _advanced_frontiers(before, landed, {row["source_id"] for row in rows})
-    planned_at, _ = ledger.plan_of(done)
-    _append_frontier(ledger, done, planned_at, restored)
-    print(f"batch {done}: done without its frontier; frontier appended", file=out, flush=True)
 
 
 # --- a batch ---------------------------------------------------------------------------------------
 
 # The tables every batch appends to after its framing (wal_rejects only when it rejects a line, and
 # wal_batches before it): their appends' state is computed while the batch is framed.
-PREPARED = (EVENTS, FRONTIER, FILES)
+PREPARED = (EVENTS, FILES)
 
 
 def _batch_bytes(plan: list[PlannedFile]) -> int:
@@ -453,18 +421,15 @@ class _Known:
     created: bool = False  # this run created the ledger: no batch was planned or written before
     ledger: Ledger | None = None  # where the frontiers are read from, when first asked for
     read_frontiers: dict[str, int | None] | None = None
-    frontier_batch: int | None = None  # the batch of wal_frontier's last append, as read
 
     @classmethod
     def read(cls, ledger: Ledger) -> _Known:
-        """The files read, the last batch planned and the batch of the last frontier appended, read at
-        once: each read is a short Spark job that mostly waits (on Delta's log, on scheduling), so
-        three threads take about the time of one.
-        The frontiers follow from the files' rows; from a ledger older than their ``max_commit_lsn``,
-        they are read from wal_frontier when a batch first needs them."""
-        with ThreadPoolExecutor(max_workers=3) as pool:
+        """The files read and the last batch planned, read at once: each read is a short Spark job
+        that mostly waits (on Delta's log, on scheduling), so two threads take about the time of one.
+        The frontiers follow from the files' rows; from rows that lack their ``max_commit_lsn``, they
+        are read from the wal_frontier view when a batch first needs them."""
+        with ThreadPoolExecutor(max_workers=2) as pool:
             history, planned = pool.submit(ledger.file_rows), pool.submit(ledger.last_planned)
-            frontier_batch = pool.submit(ledger.last_frontier_batch)
             rows = history.result()
             return cls(
                 rows,
@@ -472,7 +437,6 @@ class _Known:
                 planned.result(),
                 ledger=ledger,
                 read_frontiers=frontiers_from_files(rows),
-                frontier_batch=frontier_batch.result(),
             )
 
     @classmethod
@@ -614,7 +578,6 @@ def run(
         known = carried[1]
     else:
         known = _Known.nothing() if ledger.ensure_tables() else _Known.read(ledger)
-        _restore_frontier(ledger, known, out)
     summary = RunSummary()
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="ingest-plan") as writer:
         batches = _batches(

@@ -9,8 +9,9 @@ A batch is planned, executed, then marked done (docs/ingestion.md):
    already committed. A batch without rejects writes nothing to ``wal_rejects``.
 3. ``wal_files`` gets the outcome of every planned file, in one commit: that commit is the batch's
    "done" mark. A planned batch without outcome rows is unfinished and is re-executed first.
-   ``wal_frontier`` is appended beside it (idempotent too): when the done mark committed and the
-   frontier did not, the next run appends the frontier first (``job._restore_frontier``).
+   Each row holds the greatest commit_lsn its batch landed from the file (``max_commit_lsn``), so
+   the frontier follows from the done marks: ``wal_frontier`` is a view over ``wal_files``
+   (``FRONTIER_VIEW``), one commit fewer a batch and no commit of a frontier to lose.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from pyspark.sql.types import (
 )
 
 from python_jobs.ingest.changeset import EVENTS_SCHEMA, REJECTS_SCHEMA
-from python_jobs.ingest.errors import first_line
+from python_jobs.ingest.errors import IngestError, first_line
 
 EVENTS = "wal_events"
 REJECTS = "wal_rejects"
@@ -50,14 +51,6 @@ _BATCH_COLUMNS = [StructField("batch_id", LongType()), StructField("ingested_at"
 SCHEMAS: dict[str, StructType] = {
     EVENTS: StructType(EVENTS_SCHEMA.fields + _BATCH_COLUMNS),
     REJECTS: StructType(REJECTS_SCHEMA.fields + _BATCH_COLUMNS),
-    FRONTIER: StructType(
-        [
-            StructField("source_id", StringType()),
-            StructField("frontier_lsn", LongType()),
-            StructField("batch_id", LongType()),
-            StructField("updated_at", TimestampType()),
-        ]
-    ),
     BATCHES: StructType(
         [
             StructField("batch_id", LongType()),
@@ -100,6 +93,25 @@ SCHEMAS: dict[str, StructType] = {
 STATS_COLUMNS = {
     EVENTS: ("source_id", "commit_lsn", "commit_idx", "batch_id", "action", "source_format", "source_table"),
 }
+
+# wal_frontier, per source and batch: the greatest commit_lsn the source has landed up to and
+# including the batch (a running max of the batches' own), and when the batch was done. The same
+# rows the job appended to a table of that name before (docs/landed_tables.md); a ledger that has
+# that table has it replaced by the view once (``Ledger._replace_frontier_table``).
+FRONTIER_VIEW = """
+select
+    source_id,
+    max(batch_lsn) over (
+        partition by source_id order by batch_id rows between unbounded preceding and current row
+    ) as frontier_lsn,
+    batch_id,
+    updated_at
+from (
+    select source_id, batch_id, max(max_commit_lsn) as batch_lsn, max(done_at) as updated_at
+    from {files}
+    group by source_id, batch_id
+) as batches
+"""
 
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # The mark of a batch's commit (Ledger._marker): its batch id, and the run that wrote it.
@@ -169,7 +181,59 @@ class Ledger:
                 created = [pool.submit(self._create, table) for table in missing]
             for done in created:
                 done.result()  # the first failure, once every creation has ended
-        return not existing & SCHEMAS.keys()
+        if FRONTIER not in existing:
+            self._create_frontier_view()
+        elif self.spark.catalog.getTable(self.name(FRONTIER)).tableType != "VIEW":
+            self._replace_frontier_table()
+        return not existing & {*SCHEMAS, FRONTIER}
+
+    def _create_frontier_view(self) -> None:
+        """``wal_frontier``, the view over ``wal_files`` (``FRONTIER_VIEW``)."""
+        query = FRONTIER_VIEW.format(files=self.name(FILES))
+        try:
+            self.spark.sql(f"create view if not exists {self.name(FRONTIER)} as {query}")
+        except Exception:
+            # Another run creating it at the same moment: the metastore refuses the second.
+            if not self.spark.catalog.tableExists(self.name(FRONTIER)):
+                raise
+
+    def _replace_frontier_table(self) -> None:
+        """Replace the ``wal_frontier`` table that versions before the view appended to with the view,
+        losing nothing: ``wal_files`` rows that landed events but were written before they recorded
+        their greatest commit_lsn get it from ``wal_events`` first (one MERGE), and the table is
+        dropped only when the view gives every source at least the frontier the table holds. Each
+        step can be run again: a run stopped half way finishes it."""
+        files, events = self.name(FILES), self.name(EVENTS)
+        if self.table(FILES).where("landed > 0 and max_commit_lsn is null").limit(1).count():
+            self.spark.sql(
+                f"""merge into {files} as f
+                using (
+                    select batch_id, landing_file, max(commit_lsn) as lsn
+                    from {events}
+                    group by batch_id, landing_file
+                ) as e
+                on f.batch_id = e.batch_id and f.landing_file = e.landing_file
+                    and f.landed > 0 and f.max_commit_lsn is null
+                when matched then update set f.max_commit_lsn = e.lsn"""
+            )
+        recorded = self.frontiers()
+        derived = self._latest_frontiers(
+            self.spark.sql(FRONTIER_VIEW.format(files=files)).select("source_id", "batch_id", "frontier_lsn")
+        )
+        behind = sorted(
+            f"{source} (the table {lsn}, wal_files {derived.get(source)})"
+            for source, lsn in recorded.items()
+            if lsn is not None and (derived.get(source) is None or derived[source] < lsn)
+        )
+        if behind:
+            raise IngestError(
+                f"{self.name(FRONTIER)} is a table that holds frontiers wal_files cannot give back, for "
+                f"{', '.join(behind)}: were wal_files rows or wal_events deleted? It is left as it is; "
+                "restore them, or drop the table to have the frontiers follow wal_files"
+            )
+        self.spark.sql(f"drop table if exists {self.name(FRONTIER)}")
+        self._create_frontier_view()
+        _log.info("%s replaced by a view over %s", self.name(FRONTIER), files)
 
     def _create(self, table: str) -> None:
         """Create one of the ledger's tables, empty, with its statistics columns."""
@@ -275,16 +339,6 @@ class Ledger:
             return marked
         return self.table(BATCHES).agg(F.max("batch_id")).first()[0] or 0
 
-    def last_frontier_batch(self) -> int | None:
-        """The batch of ``wal_frontier``'s last append (None before any): the mark on its latest commit
-        (one read of its history), or, when that commit is something else (the table's creation, a
-        column added, a user's OPTIMIZE), the ``txnAppId`` version its state holds."""
-        marked = self._marked_batch(FRONTIER)
-        if marked is not None:
-            return marked
-        version = self._transactions(FRONTIER).get(self._app_id(FRONTIER))
-        return None if version.isEmpty() else int(version.get())
-
     def last_batch_id(self, done: int, planned: int) -> int:
         """The greatest batch_id any table has seen, given the greatest done and the greatest planned.
 
@@ -295,7 +349,7 @@ class Ledger:
         if planned:
             return max(planned, done)
         highest = self.table(EVENTS).select("batch_id")
-        for table in (REJECTS, FRONTIER, FILES):
+        for table in (REJECTS, FILES):
             highest = highest.unionByName(self.table(table).select("batch_id"))
         return max(highest.agg(F.max("batch_id")).first()[0] or 0, done)
 
@@ -325,8 +379,12 @@ class Ledger:
     def frontiers(self) -> dict[str, int | None]:
         """Per source, its frontier as of its latest batch. One row per source per batch: read whole
         and reduced here, which takes one small job where Spark's aggregate takes a shuffle."""
+        return self._latest_frontiers(self.table(FRONTIER).select("source_id", "batch_id", "frontier_lsn"))
+
+    @staticmethod
+    def _latest_frontiers(rows: DataFrame) -> dict[str, int | None]:
         latest: dict[str, tuple[int, int | None]] = {}
-        for row in self.table(FRONTIER).select("source_id", "batch_id", "frontier_lsn").collect():
+        for row in rows.collect():
             if row.source_id not in latest or row.batch_id > latest[row.source_id][0]:
                 latest[row.source_id] = (row.batch_id, row.frontier_lsn)
         return {source: lsn for source, (_, lsn) in latest.items()}
@@ -334,9 +392,9 @@ class Ledger:
 
 def frontiers_from_files(file_rows: list[dict]) -> dict[str, int | None] | None:
     """Per source, its frontier (the greatest commit_lsn it has landed, None before any) from the
-    ``wal_files`` rows alone, as ``wal_frontier``'s latest rows hold it: the job need not read that
-    table. None when a row that landed events lacks its ``max_commit_lsn`` (written before the column
-    was): then only ``wal_frontier`` knows."""
+    ``wal_files`` rows alone, as the ``wal_frontier`` view's latest rows give it. None when a row that
+    landed events lacks its ``max_commit_lsn`` (written before the column was, and not filled in since:
+    ``Ledger._replace_frontier_table`` fills them in); the caller then asks the view."""
     landed: dict[str, list[int]] = {}
     for row in file_rows:
         lsn = row.get("max_commit_lsn")

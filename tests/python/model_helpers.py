@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from python_jobs.ingest.ledger import DEFAULT_SCHEMA
+from python_jobs.ingest.ledger import DEFAULT_SCHEMA, FILES, FRONTIER_VIEW, SCHEMAS
 from testkit.warehouse import consumer_records, spark_query
 
 PROJECT_DIR = Path(__file__).resolve().parents[2]
@@ -42,7 +42,8 @@ WAL_EVENTS_DDL = """
     column_types map<string,string>, source_format string, landing_file string,
     landing_line bigint, batch_id bigint, ingested_at timestamp
 """
-WAL_FRONTIER_DDL = "source_id string, frontier_lsn bigint, batch_id bigint, updated_at timestamp"
+# The job's done marks, which the wal_frontier view derives each source's frontier from.
+WAL_FILES_DDL = ", ".join(f"{f.name} {f.dataType.simpleString()}" for f in SCHEMAS[FILES].fields)
 WAL_REJECTS_DDL = """
     source_id string, landing_file string, landing_line bigint, raw_line string, reason string,
     batch_id bigint, ingested_at timestamp
@@ -66,10 +67,12 @@ def reset_raw_tables(spark) -> None:
     spark.sql(f"create database if not exists {raw_schema()}")
     for name, ddl in (
         ("wal_events", WAL_EVENTS_DDL),
-        ("wal_frontier", WAL_FRONTIER_DDL),
+        ("wal_files", WAL_FILES_DDL),
         ("wal_rejects", WAL_REJECTS_DDL),
     ):
         spark.sql(f"create or replace table {raw_schema()}.{name} ({ddl}) using delta")
+    view = FRONTIER_VIEW.format(files=f"{raw_schema()}.wal_files")
+    spark.sql(f"create or replace view {raw_schema()}.wal_frontier as {view}")
 
 
 def change(
@@ -118,7 +121,9 @@ def change(
 
 
 def land(spark, changes: list[dict], batch_id: int, frontier: dict[str, int] | None = None) -> None:
-    """Appends `changes` as batch `batch_id` and records each source's frontier after it."""
+    """Appends `changes` as batch `batch_id` and records each source's frontier after it, as the job's
+    done mark does: a wal_files row per source whose greatest commit_lsn landed is the frontier (the
+    wal_frontier view keeps the greatest of a source's batches so far)."""
     now = datetime.now(UTC).replace(tzinfo=None)
     rows = [{**c, "batch_id": batch_id, "ingested_at": now} for c in changes]
     if rows:
@@ -129,9 +134,21 @@ def land(spark, changes: list[dict], batch_id: int, frontier: dict[str, int] | N
         for c in changes:
             frontier[c["source_id"]] = max(frontier.get(c["source_id"], 0), c["commit_lsn"])
     if frontier:
-        spark.createDataFrame(
-            [(s, lsn, batch_id, now) for s, lsn in frontier.items()], schema=WAL_FRONTIER_DDL
-        ).write.format("delta").mode("append").saveAsTable(f"{raw_schema()}.wal_frontier")
+        done = [
+            {
+                **dict.fromkeys(SCHEMAS[FILES].fieldNames()),
+                "batch_id": batch_id,
+                "source_id": s,
+                "landing_file": f"{s}/batch-{batch_id}.jsonl",
+                "landed": 0 if lsn is None else 1,
+                "max_commit_lsn": lsn,
+                "done_at": now,
+            }
+            for s, lsn in frontier.items()
+        ]
+        spark.createDataFrame(done, schema=WAL_FILES_DDL).write.format("delta").mode("append").saveAsTable(
+            f"{raw_schema()}.wal_files"
+        )
 
 
 def consumer_state(spark, consumer: str = "all_tables") -> dict:

@@ -133,9 +133,7 @@ def test_the_frontiers_follow_from_the_files_done_not_from_the_frontier_table(
     spark, landing, schema, monkeypatch
 ):
     """A run reads the files done (each row with the greatest commit_lsn it landed) and the last plan,
-    not wal_frontier, whether it has something to land or not. A ledger whose wal_files rows predate
-    that column (null where events landed) has its frontiers read from wal_frontier, once, before its
-    first batch, and lands the same."""
+    not wal_frontier, whether it has something to land or not."""
     lines = FIXTURE.read_text().splitlines(keepends=True)
     (landing / "src" / "0001.jsonl").write_text("".join(lines[:14]))
     ingest(spark, landing, schema)
@@ -149,12 +147,6 @@ def test_the_frontiers_follow_from_the_files_done_not_from_the_frontier_table(
     assert (more.batches, more.balanced, read) == (1, True, [])
     landed = [r.max_commit_lsn for r in spark.table(f"{schema}.{FILES}").where("landed > 0").collect()]
     assert landed and None not in landed
-    # An older ledger: its rows lack the greatest commit_lsn landed.
-    spark.sql(f"update {schema}.{FILES} set max_commit_lsn = null")
-    (landing / "src" / "0003.jsonl").write_text("".join(lines[20:]))
-    last, _ = ingest(spark, landing, schema)
-    assert (last.batches, last.balanced, read) == (1, True, [schema])
-    assert Ledger(spark, schema).frontiers().get("src") == LAST_COMMIT
 
 
 def test_the_last_plan_is_read_from_the_mark_on_its_commit(spark, landing, schema, monkeypatch):
@@ -194,7 +186,7 @@ def test_a_batch_prepares_its_appends_while_it_frames(spark, landing, schema, mo
     monkeypatch.setattr(Ledger, "prepare_appends", preparing)
     monkeypatch.setattr(Ledger, "append", appending)
     ingest(spark, landing, schema)
-    assert calls.index(("prepare", (EVENTS, FRONTIER, FILES))) < calls.index(("append", EVENTS))
+    assert calls.index(("prepare", (EVENTS, FILES))) < calls.index(("append", EVENTS))
 
     jvm = spark.sparkContext._jvm
     identifier = jvm.org.apache.spark.sql.catalyst.TableIdentifier(EVENTS, jvm.scala.Some(schema))
@@ -533,7 +525,7 @@ def test_a_crash_at_any_write_then_a_rerun_gives_the_undisturbed_result(spark, l
     ingest(spark, landing, undisturbed)
     expected = _landed(spark, undisturbed)
 
-    # (wal_frontier commits beside wal_files, the done mark: the next test crashes there.)
+    # (wal_frontier is a view over wal_files: the done mark moves the frontier in its own commit.)
     for table in (EVENTS, REJECTS, FILES):
         with monkeypatch.context() as patch:
             _crash_at(patch, table)
@@ -547,32 +539,67 @@ def test_a_crash_at_any_write_then_a_rerun_gives_the_undisturbed_result(spark, l
     assert _landed(spark, schema) == expected
 
 
-def test_a_batch_done_without_its_frontier_gets_it_from_the_next_run(spark, landing, schema, monkeypatch):
-    """wal_frontier commits beside wal_files (the done mark): when the mark commits and the frontier
-    does not, the next run appends the frontier that batch would have written, first, even with
-    nothing new to land; a run after it appends nothing."""
+def _make_frontier_a_table(spark, schema: str) -> list[tuple]:
+    """Turn a raw schema into one an earlier version landed: wal_frontier a Delta table of the rows
+    the view gives, wal_files without the greatest commit_lsn of its rows. The frontier rows, as
+    (source_id, frontier_lsn, batch_id)."""
+    frontier_rows = spark.table(f"{schema}.{FRONTIER}").collect()
+    spark.sql(f"drop view {schema}.{FRONTIER}")
+    spark.createDataFrame(
+        frontier_rows, "source_id string, frontier_lsn bigint, batch_id bigint, updated_at timestamp"
+    ).write.format("delta").saveAsTable(f"{schema}.{FRONTIER}")
+    spark.sql(f"update {schema}.{FILES} set max_commit_lsn = null")
+    return sorted((r.source_id, r.frontier_lsn, r.batch_id) for r in frontier_rows)
+
+
+def _is_view(spark, name: str) -> bool:
+    return spark.catalog.getTable(name).tableType == "VIEW"
+
+
+def test_a_frontier_table_of_an_earlier_version_becomes_the_view_and_keeps_its_rows(spark, landing, schema):
+    """An earlier version appended wal_frontier as a table beside the done mark, and its wal_files rows
+    may lack their greatest commit_lsn. The next run fills those in from wal_events, replaces the
+    table by the view with the same rows, and lands as a ledger that never had the table."""
     write(landing / "src" / "0001.jsonl", FIXTURE_LINES[:11])
     undisturbed = f"{schema}_undisturbed"
     ingest(spark, landing, undisturbed)
+    assert _is_view(spark, f"{undisturbed}.{FRONTIER}")
     write(landing / "src" / "0002.jsonl", FIXTURE_LINES[11:])
     ingest(spark, landing, undisturbed)
     expected = _landed(spark, undisturbed)
 
     (landing / "src" / "0002.jsonl").unlink()
     ingest(spark, landing, schema)
+    recorded = _make_frontier_a_table(spark, schema)
+    assert [(source, batch) for source, _, batch in recorded] == [("src", 1)]
+    assert not _is_view(spark, f"{schema}.{FRONTIER}")
     write(landing / "src" / "0002.jsonl", FIXTURE_LINES[11:])
-    with monkeypatch.context() as patch:
-        _crash_at(patch, FRONTIER)
-        with pytest.raises(RuntimeError, match="simulated crash before writing wal_frontier"):
-            ingest(spark, landing, schema)
-    assert {r["batch_id"] for r in rows(spark, schema, FILES)} == {1, 2}  # batch 2 is done
-    assert {r["batch_id"] for r in rows(spark, schema, FRONTIER)} == {1}  # without its frontier
-    summary, out = ingest(spark, landing, schema)
-    assert summary.batches == 0 and "batch 2: done without its frontier; frontier appended" in out
-    assert _landed(spark, schema) == expected
-    summary, out = ingest(spark, landing, schema)
-    assert summary.batches == 0 and "frontier appended" not in out
-    assert _landed(spark, schema) == expected
+    summary, _ = ingest(spark, landing, schema)
+    assert summary.batches == 1 and summary.balanced and _is_view(spark, f"{schema}.{FRONTIER}")
+    assert _landed(spark, schema) == expected  # max_commit_lsn filled in, the frontier's rows the same
+    assert frontier(spark, schema) == LAST_COMMIT
+
+
+def test_a_frontier_table_that_wal_files_cannot_give_back_is_left_and_the_run_says_why(
+    spark, landing, schema
+):
+    """A frontier table ahead of what wal_files and wal_events give (their rows deleted, say) is not
+    replaced: the run stops before any batch, names the source and the two frontiers, and the
+    table keeps its rows."""
+    write(landing / "src" / "0001.jsonl", FIXTURE_LINES[:11])
+    ingest(spark, landing, schema)
+    [(_, lsn, _)] = _make_frontier_a_table(spark, schema)
+    spark.sql(f"update {schema}.{FRONTIER} set frontier_lsn = frontier_lsn + 1")
+    write(landing / "src" / "0002.jsonl", FIXTURE_LINES[11:])
+    with pytest.raises(
+        job.IngestError, match=rf"cannot give back, for src \(the table {lsn + 1}, wal_files {lsn}\)"
+    ):
+        ingest(spark, landing, schema)
+    assert not _is_view(spark, f"{schema}.{FRONTIER}")
+    assert [(r.frontier_lsn, r.batch_id) for r in spark.table(f"{schema}.{FRONTIER}").collect()] == [
+        (lsn + 1, 1)
+    ]
+    assert {r["batch_id"] for r in rows(spark, schema, FILES)} == {1}  # nothing landed meanwhile
 
 
 def test_runs_that_carry_the_ledger_land_as_runs_that_read_it_and_a_failed_run_carries_nothing(
@@ -1014,30 +1041,30 @@ def test_the_ledger_creates_the_tables_it_misses_and_a_failed_creation_leaves_th
         return {r.tableName for r in spark.sql(f"show tables in {schema}").collect()}
 
     ledger = Ledger(spark, schema)
-    assert ledger.ensure_tables() is True  # all five created: the ledger is known to be empty
-    assert created() == set(SCHEMAS)
+    assert ledger.ensure_tables() is True  # all created: the ledger is known to be empty
+    assert created() == {*SCHEMAS, FRONTIER}  # the four tables and the frontier's view over wal_files
     for table, columns in STATS_COLUMNS.items():
         properties = {r.key: r.value for r in spark.sql(f"show tblproperties {schema}.{table}").collect()}
         assert properties["delta.dataSkippingStatsColumns"] == ",".join(columns)
     for table, fields in SCHEMAS.items():
         assert spark.table(f"{schema}.{table}").columns == [f.name for f in fields]
 
-    spark.sql(f"drop table {schema}.{FRONTIER}")
+    spark.sql(f"drop table {schema}.{REJECTS}")
     spark.sql(f"drop table {schema}.{FILES}")
     original = Ledger._create
 
     def create(self, table):
-        if table == FRONTIER:  # the first of the two to create
+        if table == REJECTS:  # the first of the two to create
             raise RuntimeError("metastore unavailable")
         original(self, table)
 
     monkeypatch.setattr(Ledger, "_create", create)
     with pytest.raises(RuntimeError, match="metastore unavailable"):
         ledger.ensure_tables()
-    assert created() == set(SCHEMAS) - {FRONTIER}  # the other missing table was created all the same
+    assert created() == {*SCHEMAS, FRONTIER} - {REJECTS}  # the other missing table was created all the same
     monkeypatch.setattr(Ledger, "_create", original)
     assert ledger.ensure_tables() is False  # some were there: the ledger must be read
-    assert created() == set(SCHEMAS)
+    assert created() == {*SCHEMAS, FRONTIER}
 
 
 def test_a_ledger_dropped_beside_kept_events_numbers_its_batches_above_theirs(spark, landing, schema):
@@ -1046,7 +1073,8 @@ def test_a_ledger_dropped_beside_kept_events_numbers_its_batches_above_theirs(sp
     # skip the new batch's events write as one it has already committed.
     shutil.copy(FIXTURE, landing / "src" / "0001.jsonl")
     ingest(spark, landing, schema)
-    for table in (REJECTS, FRONTIER, FILES, BATCHES):
+    spark.sql(f"drop view {schema}.{FRONTIER}")
+    for table in (REJECTS, FILES, BATCHES):
         spark.sql(f"drop table {schema}.{table}")
     summary, out = ingest(spark, landing, schema)
     assert "batch 2: 1 files, 29 lines" in out
