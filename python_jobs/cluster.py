@@ -2,8 +2,9 @@
 
 ``register``: the ingestion job, run as a client of the cluster, writes the raw Delta tables into the
 cluster's warehouse with its own metastore (the Thrift Server holds the embedded Derby one). This
-makes them known to the Thrift Server's metastore by location, idempotently, so that dbt's sources
-resolve. Against a cluster whose Spark applications share one Hive metastore it is not needed.
+makes them known to the Thrift Server's metastore by location, idempotently, and creates the
+``wal_frontier`` view over ``wal_files`` there, so that dbt's sources resolve. Against a cluster whose
+Spark applications share one Hive metastore it is not needed.
 
 ``query``: run one SQL statement through the Thrift Server and print the rows (tests, by hand).
 (Checking a sample's expected state on the cluster is the harness's: ``python -m testkit.warehouse``.)
@@ -17,7 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-from python_jobs.ingest.ledger import DEFAULT_SCHEMA, SCHEMAS
+from python_jobs.ingest.ledger import DEFAULT_SCHEMA, FILES, FRONTIER, FRONTIER_VIEW, SCHEMAS
 
 
 def connect(host: str | None = None, port: int | None = None):
@@ -61,7 +62,8 @@ def query(sql: str, connection=None, poll_seconds: float = 0.05) -> list[tuple]:
 
 
 def register(warehouse: Path, schema: str, connection=None) -> list[str]:
-    """``CREATE TABLE IF NOT EXISTS schema.t USING DELTA LOCATION ...`` for every landed raw table."""
+    """``CREATE TABLE IF NOT EXISTS schema.t USING DELTA LOCATION ...`` for every landed raw table, and
+    the ``wal_frontier`` view over ``wal_files`` once that is known."""
     conn = connection or connect()
     root = warehouse.resolve() / f"{schema}.db"
     query(f"CREATE SCHEMA IF NOT EXISTS `{schema}`", conn)
@@ -73,7 +75,11 @@ def register(warehouse: Path, schema: str, connection=None) -> list[str]:
             continue
         query(f"CREATE TABLE IF NOT EXISTS `{schema}`.`{table}` USING DELTA LOCATION '{location}'", conn)
         registered.append(table)
-    return registered
+    if FRONTIER not in existing and (FILES in existing or FILES in registered):
+        view = FRONTIER_VIEW.format(files=f"`{schema}`.`{FILES}`")
+        query(f"CREATE VIEW IF NOT EXISTS `{schema}`.`{FRONTIER}` AS {view}", conn)
+        registered.append(FRONTIER)
+    return sorted(registered)
 
 
 def main(argv: list[str] | None = None) -> int:

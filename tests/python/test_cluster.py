@@ -234,7 +234,7 @@ def test_ingestion_and_dbt_build_on_the_cluster_give_the_expected_state(tmp_path
         assert (state / "operation_logs").is_dir(), sorted(p.name for p in state.iterdir())
 
         out = _run(["bash", str(CLUSTER_SH), "ingest", "--", "--landing", str(landing)], env)
-        assert "[ok]" in out and "5 raw tables registered" in out, out[-2000:]
+        assert "[ok]" in out and "5 raw tables registered" in out and "wal_frontier" in out, out[-2000:]
         # The ingestion job's driver logs to this output: no step of it numbers a batch in one task.
         assert ONE_TASK_WINDOW not in out, out[-4000:]
         # The job ran as an application of the standalone master (executors on the worker), and the
