@@ -175,7 +175,7 @@ class Ledger:
             if table in existing:
                 self._add_new_columns(table, SCHEMAS[table])
         if missing:
-            # Each creation mostly waits (its first commit, the metastore): a fresh schema's five
+            # Each creation mostly waits (its first commit, the metastore): a fresh schema's four
             # tables are created at once, about 0.3 s sooner than one after the other.
             with ThreadPoolExecutor(max_workers=len(missing), thread_name_prefix="ledger-create") as pool:
                 created = [pool.submit(self._create, table) for table in missing]
