@@ -1038,8 +1038,10 @@ def test_the_ledger_creates_the_tables_it_misses_and_a_failed_creation_leaves_th
     from python_jobs.ingest.ledger import SCHEMAS, STATS_COLUMNS
 
     def created() -> set[str]:
-        return {r.tableName for r in spark.sql(f"show tables in {schema}").collect()}
+        return {r.tableName for r in spark.sql(f"show tables in {schema}").collect() if not r.isTemporary}
 
+    # The session's temporary views (dbt's, in a suite) are listed beside any schema's tables.
+    spark.range(1).createOrReplaceTempView("some_model__dbt_tmp")
     ledger = Ledger(spark, schema)
     assert ledger.ensure_tables() is True  # all created: the ledger is known to be empty
     assert created() == {*SCHEMAS, FRONTIER}  # the four tables and the frontier's view over wal_files
@@ -1065,6 +1067,7 @@ def test_the_ledger_creates_the_tables_it_misses_and_a_failed_creation_leaves_th
     monkeypatch.setattr(Ledger, "_create", original)
     assert ledger.ensure_tables() is False  # some were there: the ledger must be read
     assert created() == {*SCHEMAS, FRONTIER}
+    spark.catalog.dropTempView("some_model__dbt_tmp")
 
 
 def test_a_ledger_dropped_beside_kept_events_numbers_its_batches_above_theirs(spark, landing, schema):
